@@ -35,6 +35,13 @@ class WriteBinlogsResp(betterproto.Message):
     errmsgs: List[str] = betterproto.string_field(1)
     """One entry per payload, in order; an empty string means success."""
 
+    codes: List[int] = betterproto.uint32_field(2)
+    """
+    One gRPC status code per payload, in order (0 = OK), so a client can
+     tell a retriable refusal (UNAVAILABLE) from a final one without
+     reading message text.
+    """
+
 
 @dataclass(eq=False, repr=False)
 class TsoRequest(betterproto.Message):

@@ -1,0 +1,84 @@
+"""Per-service metric registries and the exposition of tidb-binlog-named families."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from telemetry import Metrics, exponential_buckets, render
+
+
+class PumpMetrics(Metrics):
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        self.rpc_duration = self.histogram(
+            "binlog_pump_rpc_duration_seconds",
+            "gRPC latency by method and outcome",
+            ["method", "label"],
+            buckets=exponential_buckets(0.00005, 2, 4),
+        )
+        self.storage_errors = self.exact_counter(
+            "binlog_pump_storage_error_count", "storage errors by type", ["type"]
+        )
+        self.max_commit_ts = self.gauge("binlog_pump_storage_max_commit_ts", "max commit ts")
+        self.writes = self.counter("tributary_pump_writes", "binlogs written")
+
+
+def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text.decode())
+        for s in family.samples
+    }
+
+
+def test_two_instances_do_not_collide_or_touch_the_global_registry() -> None:
+    a, b = PumpMetrics(), PumpMetrics()
+    a.storage_errors.labels(type="write").inc(2)
+    b.storage_errors.labels(type="write").inc()
+    got_a, got_b = samples(a.render()), samples(render(b.registry))
+    key = ("binlog_pump_storage_error_count", (("type", "write"),))
+    assert (got_a[key], got_b[key]) == (2.0, 1.0)
+    assert REGISTRY.get_sample_value("binlog_pump_storage_error_count", {"type": "write"}) is None
+
+
+def test_names_as_tidb_binlog_exposes_them() -> None:
+    m = PumpMetrics()
+    m.rpc_duration.labels(method="WriteBinlog", label="succ").observe(0.00008)
+    m.max_commit_ts.set(1 << 40)
+    m.writes.inc()
+    text = m.render().decode()
+    assert "# TYPE binlog_pump_storage_error_count untyped" in text
+    got = samples(m.render())
+    labels = (("label", "succ"), ("method", "WriteBinlog"))
+
+    def bucket(le: str) -> float:
+        key = tuple(sorted((*labels, ("le", le))))
+        return got[("binlog_pump_rpc_duration_seconds_bucket", key)]
+
+    assert (bucket("5e-05"), bucket("0.0001"), bucket("+Inf")) == (0, 1, 1)
+    assert got[("binlog_pump_rpc_duration_seconds_count", labels)] == 1
+    assert got[("binlog_pump_storage_max_commit_ts", ())] == float(1 << 40)
+    assert got[("tributary_pump_writes_total", ())] == 1
+
+
+def test_exact_counter_only_goes_up() -> None:
+    c = PumpMetrics().storage_errors.labels(type="read")
+    with pytest.raises(ValueError):
+        c.inc(-1)
+    with pytest.raises(TypeError):
+        c.dec()
+    with pytest.raises(TypeError):
+        c.set(3)
+
+
+def test_process_metrics_are_opt_in() -> None:
+    assert "process_" not in Metrics().render().decode()
+    assert "process_cpu_seconds_total" in Metrics(process_metrics=True).render().decode()
+
+
+def test_exponential_buckets_like_go() -> None:
+    assert exponential_buckets(1, 2, 4) == (1, 2, 4, 8)
+    with pytest.raises(ValueError):
+        exponential_buckets(0, 2, 3)

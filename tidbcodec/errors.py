@@ -1,0 +1,23 @@
+"""Errors raised by the TiDB codec: one root, never retriable.
+
+Every failure here is a property of the bytes or values handed in (malformed
+input, a value that does not fit its column type), so retrying cannot help:
+``retriable`` is always False. Callers at a boundary map these to their own
+area's errors with ``raise ... from e``.
+"""
+
+from __future__ import annotations
+
+
+class CodecError(ValueError):
+    """Root of every tidbcodec error."""
+
+    retriable = False
+
+
+class DecodeError(CodecError):
+    """The bytes are not a valid encoding (truncated, bad flag, corrupt value)."""
+
+
+class EncodeError(CodecError):
+    """The value cannot be encoded (out of range, does not fit precision, wrong type)."""
