@@ -1,0 +1,4 @@
+"""The capture cluster (TiCDC-style owner, changefeeds, processors).
+
+Not built yet; see docs/roadmap.md.
+"""

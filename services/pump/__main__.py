@@ -1,0 +1,7 @@
+"""``python -m services.pump`` runs ``binlog-pump``."""
+
+import sys
+
+from services.pump.cli import main
+
+sys.exit(main())

@@ -1,0 +1,275 @@
+"""Composition root of ``binlog-pump``: builds every part in order, runs the
+background duties in one TaskGroup, and tears down in reverse.
+
+Start order: bind the gRPC socket (to learn the real port) -> node id and
+data-dir lock -> etcd, cluster ID, registry -> TSO member and client ->
+storage (recovery) -> gRPC and HTTP servers -> register online, notify
+drainers if this pump is joining -> accept writes.
+
+Exit: an operator ``pause`` or a stop signal refuses new prewrites, stops the
+servers and records ``paused``; ``close`` first waits until every drainer has
+consumed this pump's binlogs, then records ``offline``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from grpclib.server import Server
+
+from coord.cluster_id import ensure_cluster_id
+from coord.etcd import EtcdKv
+from registry.heartbeat import Heartbeat
+from registry.registry import NodeRegistry
+from registry.status import NodeKind, NodeState, NodeStatus
+from services.pump import lifecycle
+from services.pump.api import PumpApi, PumpBatchApi
+from services.pump.config import PumpConfig
+from services.pump.http import routes
+from services.pump.intake import Intake
+from services.pump.metrics import PumpMetrics
+from services.pump.node import DirLock, resolve_node_id
+from services.pump.state import Action, PumpState
+from services.pump.storage import RollbackResolver, Storage, StorageSettings, wall_clock_ts
+from settings import split_host_port
+from telemetry.grpcauth import enforce_allowed_cn
+from telemetry.http import OpsServer
+from telemetry.logs import ContextAdapter
+from telemetry.tls import ALPN_HTTP, client_context, server_context
+from tso.client import Tso, TsoClient
+from tso.member import TsoMember
+from tso.service import TsoService
+
+log = logging.getLogger(__name__)
+
+DETECT_PURGE_INTERVAL = 600.0  # seconds between checks of drainer checkpoints vs GC
+SHUTDOWN_GRACE = 5.0  # seconds gRPC handlers get to finish at exit
+
+
+@dataclass(frozen=True)
+class Started:
+    """What a running pump tells its launcher (tests bind port 0)."""
+
+    node_id: str
+    cluster_id: int
+    grpc_port: int
+    http_port: int
+    advertise_addr: str
+
+
+def storage_settings(cfg: PumpConfig) -> StorageSettings:
+    s = cfg.storage
+    return StorageSettings(
+        sync_log=s.sync_log,
+        segment_size=s.segment_size,
+        kv_chan_cap=s.kv_chan_cap,
+        slow_write_threshold=s.slow_write_threshold,
+        max_txn_timeout=s.max_txn_timeout,
+        stop_write_at_available_space=s.stop_write_at_available_space,
+    )
+
+
+def bind(addr: str) -> socket.socket:
+    host, port = split_host_port(addr)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def status_addr(cfg: PumpConfig, grpc_port: int) -> tuple[str, int]:
+    """``status-addr``, else the gRPC host with the next port (or any port in tests)."""
+    if cfg.status_addr:
+        return split_host_port(cfg.status_addr)
+    host, port = split_host_port(cfg.addr)
+    return host, (port + 1 if port else 0)
+
+
+@dataclass
+class Pump:
+    """The parts of one running pump, as built by :func:`serve`."""
+
+    cfg: PumpConfig
+    node_id: str
+    advertise: str
+    state: PumpState
+    intake: Intake
+    storage: Storage
+    tso: Tso
+    registry: NodeRegistry
+    metrics: PumpMetrics
+
+    def status(self, state: NodeState | None = None) -> NodeStatus:
+        return lifecycle.status_of(
+            self.node_id,
+            self.advertise,
+            state or self.state.state,
+            self.storage.max_commit_ts,
+            wall_clock_ts(),
+        )
+
+    async def record(self, state: NodeState | None = None) -> None:
+        await self.registry.update(NodeKind.PUMP, self.status(state))
+
+    async def trigger_gc(self) -> int:
+        gc_ts = lifecycle.gc_ts_for(time.time(), self.cfg.gc)
+        await self.storage.gc(gc_ts)
+        return gc_ts
+
+    async def run_until_exit(self, stop: asyncio.Event, member: TsoMember | None) -> NodeState:
+        """Run the background duties until a stop or an operator action; the state to record."""
+        cfg = self.cfg
+        async with asyncio.TaskGroup() as tg:
+            duties = [
+                tg.create_task(
+                    Heartbeat(
+                        self.registry, NodeKind.PUMP, self.status, cfg.heartbeat_interval
+                    ).run(),
+                    name="pump-heartbeat",
+                ),
+                tg.create_task(
+                    lifecycle.fake_binlog_loop(self.intake, self.tso, cfg.gen_binlog_interval),
+                    name="pump-fake-binlog",
+                ),
+                tg.create_task(
+                    lifecycle.gc_loop(self.storage, cfg.gc, cfg.gc_interval), name="pump-gc"
+                ),
+                tg.create_task(self._detect_purges(), name="pump-detect-purge"),
+            ]
+            if member is not None:
+                duties.append(tg.create_task(member.join(), name="pump-tso-member"))
+            final = await self._wait_for_exit(stop)
+            for task in duties:
+                task.cancel()
+        return final
+
+    async def _wait_for_exit(self, stop: asyncio.Event) -> NodeState:
+        state = self.state
+        while True:
+            if stop.is_set():
+                log.info("stop requested; pausing")
+                state.settle(NodeState.PAUSING)
+                return NodeState.PAUSED
+            if state.requested is Action.PAUSE:
+                log.info("pause requested by an operator")
+                return NodeState.PAUSED
+            if state.requested is Action.CLOSE:
+                log.info("close requested; waiting until drainers consumed everything")
+                await self.record()
+                await lifecycle.wait_safe_to_offline(
+                    self.intake, self.storage, self.tso, self.registry
+                )
+                return NodeState.OFFLINE
+            state.changed.clear()
+            stopped = asyncio.ensure_future(stop.wait())
+            changed = asyncio.ensure_future(state.changed.wait())
+            try:
+                await asyncio.wait({stopped, changed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopped.cancel()
+                changed.cancel()
+
+    async def _detect_purges(self) -> None:
+        def alert(drainer: str) -> None:
+            self.metrics.purge_alert.labels(drainer).inc()
+
+        while True:
+            await asyncio.sleep(DETECT_PURGE_INTERVAL)
+            await lifecycle.detect_purged_drainers(self.registry, self.storage, alert)
+
+
+async def serve(
+    cfg: PumpConfig,
+    stop: asyncio.Event,
+    started: Callable[[Started], None] = lambda _: None,
+) -> NodeState:
+    """Run a pump until ``stop`` is set or an operator pauses/closes it.
+
+    Returns the state recorded at exit (``paused`` or ``offline``).
+    """
+    data_dir = Path(cfg.data_dir)
+    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
+    sock = bind(cfg.addr)
+    grpc_port = sock.getsockname()[1]
+    host, _ = split_host_port(cfg.addr)
+    advertise = cfg.advertise_addr or f"{host}:{grpc_port}"
+    with DirLock(data_dir), sock:
+        node_id = resolve_node_id(data_dir, cfg.node_id, grpc_port)
+        ctx = ContextAdapter(log, {"node_id": node_id})
+        async with AsyncExitStack() as stack:
+            kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))
+            cluster_id = await ensure_cluster_id(kv)
+            registry = NodeRegistry(kv)
+            previous = await registry.get(NodeKind.PUMP, node_id)
+            member = None
+            if cfg.embedded_tso:
+                member = await stack.enter_async_context(TsoMember(kv, cluster_id, advertise))
+            tso = await stack.enter_async_context(TsoClient(kv, cluster_id, member=member))
+            storage = await stack.enter_async_context(
+                Storage.open(data_dir, storage_settings(cfg), RollbackResolver())
+            )
+            state = PumpState(NodeState.OFFLINE)
+            intake = Intake(storage, state, cfg.max_message_size)
+            metrics = PumpMetrics(lambda: metrics.sync(storage.stats, intake.written))
+            pump = Pump(cfg, node_id, advertise, state, intake, storage, tso, registry, metrics)
+
+            handlers: list[object] = [
+                PumpApi(cluster_id, intake, storage),
+                PumpBatchApi(cluster_id, intake),
+            ]
+            if member is not None:
+                handlers.append(TsoService(member))
+            server = Server(handlers)  # type: ignore[arg-type]
+            enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
+            await server.start(sock=sock, ssl=server_context(cfg.security))
+            stack.callback(server.close)
+            ops = OpsServer(
+                *status_addr(cfg, grpc_port),
+                routes=routes(node_id, state, registry, storage, wall_clock_ts, pump.trigger_gc),
+                registry=metrics.registry,
+                ready_fn=lambda: state.state is NodeState.ONLINE,
+                ssl_context=server_context(cfg.security, alpn=ALPN_HTTP),
+                allowed_cns=cfg.security.cert_allowed_cn,
+            )
+            http_port = await ops.start()
+            stack.push_async_callback(ops.close)
+
+            await pump.record(NodeState.ONLINE)
+            if previous is None or previous.state is NodeState.OFFLINE:
+                client_ssl = client_context(cfg.security, check_hostname=False)
+                try:
+                    told = await lifecycle.notify_drainers(registry, client_ssl)
+                except lifecycle.NotifyFailed:
+                    await pump.record(NodeState.OFFLINE)
+                    raise
+                ctx.info("joined the cluster; notified %d online drainer(s)", told)
+            state.settle(NodeState.ONLINE)
+            ctx.info(
+                "serving gRPC on %s (advertised %s), HTTP on port %d, cluster %d",
+                cfg.addr,
+                advertise,
+                http_port,
+                cluster_id,
+            )
+            started(Started(node_id, cluster_id, grpc_port, http_port, advertise))
+
+            final = await pump.run_until_exit(stop, member)
+            state.settle(NodeState.PAUSING if final is NodeState.PAUSED else state.state)
+            server.close()
+            try:
+                async with asyncio.timeout(SHUTDOWN_GRACE):
+                    await server.wait_closed()
+            except TimeoutError:
+                ctx.warning("gRPC handlers did not finish within %.0f s", SHUTDOWN_GRACE)
+            state.settle(final)
+            await pump.record(final)
+            ctx.info("stopped; recorded state %s", final.value)
+            return final

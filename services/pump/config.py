@@ -1,0 +1,113 @@
+"""Pump settings: pump.toml's keys, ``PUMP_*`` environment variables and flags.
+
+Precedence: defaults < ``--config`` TOML file < environment < flags. Every
+problem is reported at once by the shared loader (``settings.load``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from settings import (
+    BYTE_SIZE,
+    DAYS_OR_DURATION,
+    DURATION,
+    HOST_PORT,
+    URL_LIST,
+    SecuritySettings,
+    choice,
+    group,
+    setting,
+)
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """``[storage]``: the value log, its index and the write path."""
+
+    sync_log: bool = setting(True, "fdatasync every group-commit batch before acknowledging it")
+    kv_chan_cap: int = setting(
+        1 << 20, "write requests queued for the writer before callers wait", toml="kv_chan_cap"
+    )
+    slow_write_threshold: float = setting(
+        1.0, "seconds; a batch slower than this is logged", toml="slow_write_threshold"
+    )
+    stop_write_at_available_space: int = setting(
+        10 * GiB, "free bytes at or below which prewrites are refused", kind=BYTE_SIZE
+    )
+    segment_size: int = setting(
+        500 * MiB, "bytes after which a value-log segment is finalized", kind=BYTE_SIZE
+    )
+    max_txn_timeout: float = setting(
+        600.0,
+        "seconds a prewrite may wait for its commit before it is rolled back",
+        kind=DURATION,
+    )
+
+
+@dataclass(frozen=True)
+class PumpConfig:
+    """Everything ``binlog-pump`` can be told."""
+
+    addr: str = setting("127.0.0.1:8250", "gRPC listen address (host:port)", kind=HOST_PORT)
+    advertise_addr: str = setting(
+        "", "address other nodes use to reach this pump (default: addr)", kind=HOST_PORT
+    )
+    status_addr: str = setting(
+        "",
+        "HTTP ops API address (status, state, metrics, health); empty = gRPC port + 1",
+        kind=HOST_PORT,
+    )
+    data_dir: str = setting("data.pump", "directory of the value log, index and node id")
+    node_id: str = setting("", "node id (default: kept in <data-dir>/.node, else hostname:port)")
+    pd_urls: tuple[str, ...] = setting(
+        ("http://127.0.0.1:2379",), "etcd endpoints, comma separated", kind=URL_LIST
+    )
+    heartbeat_interval: float = setting(2.0, "seconds between registry heartbeats", kind=DURATION)
+    gen_binlog_interval: float = setting(
+        3.0,
+        "seconds of idleness after which a fake binlog is written",
+        kind=DURATION,
+        flag=("--gen-binlog-interval", "--fake-binlog-interval"),
+    )
+    gc: float = setting(
+        7 * 86400.0,
+        "binlog retention: days (an integer) or a duration such as 8h",
+        kind=DAYS_OR_DURATION,
+    )
+    gc_interval: float = setting(3600.0, "seconds between two GC rounds", kind=DURATION)
+    max_message_size: int = setting(
+        (1 << 31) - 4 * MiB, "largest gRPC message accepted, bytes", kind=BYTE_SIZE
+    )
+    embedded_tso: bool = setting(
+        True, "run a TSO member inside this pump (it campaigns for TSO leadership)"
+    )
+    log_level: str = setting(
+        "info",
+        "log level",
+        kind=choice("debug", "info", "warn", "warning", "error"),
+        flag=("-L", "--log-level"),
+    )
+    log_format: str = setting("text", "log format", kind=choice("text", "json"))
+    log_file: str = setting("", "log file (default: stderr)")
+    storage: StorageConfig = group(StorageConfig, "value log and index")
+    security: SecuritySettings = group(SecuritySettings, "TLS for gRPC and HTTP")
+
+    @property
+    def advertise(self) -> str:
+        return self.advertise_addr or self.addr
+
+    def validate(self) -> Iterator[tuple[str, str]]:
+        host = self.advertise.rsplit(":", 1)[0]
+        if host in ("0.0.0.0", "::", "[::]"):
+            yield "advertise-addr", "must be an address other nodes can reach, not a wildcard"
+        if self.heartbeat_interval <= 0:
+            yield "heartbeat-interval", "must be positive"
+        if self.gen_binlog_interval <= 0:
+            yield "gen-binlog-interval", "must be positive"
+        if self.gc <= 0:
+            yield "gc", "must be positive"

@@ -1,0 +1,117 @@
+"""The pump's HTTP ops API (routes beside /metrics, /health and /ready).
+
+``GET /status``, ``PUT /state/{nodeID}/{pause|close}``, ``GET /drainers``,
+``GET /debug/binlog/{ts}``, ``POST /debug/gc/trigger`` with tidb-binlog's
+response shapes where it has them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from registry.registry import NodeRegistry
+from registry.status import NodeKind
+from services.pump.state import Action, PumpState, StateError
+from services.pump.storage import Storage
+from telemetry.http import ApiError, json_response
+from wire.binlog import Binlog, BinlogType, PrewriteValue
+
+
+def _status_doc(raw: bytes) -> Any:
+    return json.loads(raw)
+
+
+def _binlog_doc(payload: bytes) -> dict[str, Any]:
+    binlog = Binlog().parse(payload)
+    doc: dict[str, Any] = binlog.to_pydict(casing=lambda s, strict=True: s)  # type: ignore[arg-type]
+    doc["tp"] = BinlogType(binlog.tp).name
+    if binlog.prewrite_value:
+        value = PrewriteValue().parse(binlog.prewrite_value)
+        doc["prewrite_value"] = value.to_pydict(casing=lambda s, strict=True: s)  # type: ignore[arg-type]
+    for key in ("prewrite_key", "ddl_query"):
+        if isinstance(doc.get(key), bytes):
+            doc[key] = doc[key].decode("utf-8", "replace")
+    result: dict[str, Any] = _jsonable(doc)
+    return result
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.hex()
+    if hasattr(value, "name") and hasattr(value, "value"):
+        return value.name
+    return value
+
+
+def routes(
+    node_id: str,
+    state: PumpState,
+    registry: NodeRegistry,
+    storage: Storage,
+    latest_ts: Callable[[], int],
+    trigger_gc: Callable[[], Awaitable[int]],
+) -> web.RouteTableDef:
+    r = web.RouteTableDef()
+
+    @r.get("/status")
+    async def status(_: web.Request) -> web.Response:
+        pumps = {p.node_id: _status_doc(p.to_json()) for p in await registry.list(NodeKind.PUMP)}
+        return json_response(
+            {"status": pumps, "CommitTS": latest_ts(), "Checkpoint": {}, "ErrMsg": ""}
+        )
+
+    @r.put("/state/{node_id}/{action}")
+    async def apply_state(request: web.Request) -> web.Response:
+        target, name = request.match_info["node_id"], request.match_info["action"]
+        if target != node_id:
+            raise ApiError(404, f"this is pump {node_id}, not {target}")
+        try:
+            action = Action(name)
+        except ValueError:
+            raise ApiError(400, f"unknown action {name!r}; use pause or close") from None
+        try:
+            new_state = state.request(action)
+        except StateError as e:
+            raise ApiError(409, str(e)) from e
+        return json_response(
+            {
+                "message": f"pump {node_id} is {new_state.value}",
+                "code": 200,
+                "state": new_state.value,
+            }
+        )
+
+    @r.get("/drainers")
+    async def drainers(_: web.Request) -> web.Response:
+        return json_response(
+            [_status_doc(d.to_json()) for d in await registry.list(NodeKind.DRAINER)]
+        )
+
+    @r.get("/debug/binlog/{ts}")
+    async def binlog(request: web.Request) -> web.Response:
+        raw = request.match_info["ts"]
+        try:
+            ts = int(raw)
+        except ValueError:
+            raise ApiError(400, f"ts must be an integer, got {raw!r}") from None
+        payload = await storage.get(ts)
+        if payload is None:
+            raise ApiError(404, f"no binlog stored under ts {ts}")
+        return json_response({"ts": ts, "binlog": _binlog_doc(payload)})
+
+    @r.post("/debug/gc/trigger")
+    async def gc(_: web.Request) -> web.Response:
+        gc_ts = await trigger_gc()
+        return json_response(
+            {"message": "gc triggered", "gc_ts": gc_ts, "done_gc_ts": storage.gc_ts}
+        )
+
+    return r
