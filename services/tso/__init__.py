@@ -1,0 +1,1 @@
+"""The standalone TSO server: a TsoMember behind a gRPC ``binlogext.Tso`` endpoint."""
