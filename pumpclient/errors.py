@@ -1,0 +1,40 @@
+"""Errors of the pump client.
+
+Invariant: callers see exactly one exception type, :class:`PumpClientError`,
+whose ``retriable`` attribute says whether writing the same binlog again later
+may succeed; transport failures are classified by gRPC status code (never by
+message text) into :class:`RpcFailure` before they reach the retry logic.
+"""
+
+from __future__ import annotations
+
+
+class PumpClientError(Exception):
+    """Writing a binlog (or starting the client) failed."""
+
+    def __init__(self, message: str, *, retriable: bool = True) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+
+
+class RpcFailure(Exception):
+    """One RPC to one pump failed.
+
+    ``retriable``: another attempt (on this or another pump) may succeed.
+    ``uncertain``: the pump may have stored the binlog anyway (timeout, lost
+    connection), so a later C-binlog should also be offered to this pump.
+    ``reset``: the connection is suspect and should be re-established.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retriable: bool = True,
+        uncertain: bool = False,
+        reset: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+        self.uncertain = uncertain
+        self.reset = reset

@@ -1,0 +1,23 @@
+"""Counters of one pump client, as plain numbers (exported by the owner's
+metrics layer). Invariant: counters only grow."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class ClientStats:
+    prewrites_ok: int = 0  # P-binlogs acknowledged by a pump
+    prewrites_failed: int = 0  # write_binlog raised for a P-binlog
+    commits_ok: int = 0  # C-binlogs (commit/rollback) acknowledged
+    commits_failed: int = 0  # C-binlogs given up on (logged, not raised)
+    commits_unmatched: int = 0  # C-binlogs whose P-binlog pump was unknown
+    rpc_errors: int = 0  # failed RPCs of any kind
+    retries: int = 0  # extra attempts after a failed one
+    backoff_writes: int = 0  # P-binlogs saved by the last-resort pass
+    probes: int = 0  # probes sent to unavailable pumps
+    probe_recoveries: int = 0  # pumps made available again by a probe
+    unary_rpcs: int = 0  # binlog.Pump/WriteBinlog calls (probes included)
+    batch_rpcs: int = 0  # binlogext.PumpBatch/WriteBinlogs calls
+    batched_binlogs: int = 0  # binlogs carried by those calls
