@@ -1,0 +1,201 @@
+"""binlogctl settings: flags (both ``--flag`` and tidb-binlog's ``-flag``), ``BINLOGCTL_*``
+environment variables and an optional ``--config`` TOML file, through the shared loader.
+
+The command is either the first positional word (``binlogctl pumps``) or ``-cmd``/``--cmd``
+(``binlogctl -cmd pumps``, as tidb-binlog spells it). Invariant: ``split_command`` moves the
+positional word into ``--cmd=<word>`` without touching the value of any flag, so the loader sees
+only flags, and giving the command both ways is a usage error rather than a silent choice.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from registry.status import NodeKind, NodeState
+from settings import (
+    DURATION,
+    HOST_PORT,
+    URL_LIST,
+    Kind,
+    Problem,
+    SecuritySettings,
+    SettingsError,
+    choice,
+    setting,
+)
+from settings.model import spec_tree
+
+
+class Command(enum.StrEnum):
+    PUMPS = "pumps"
+    DRAINERS = "drainers"
+    UPDATE_PUMP = "update-pump"
+    UPDATE_DRAINER = "update-drainer"
+    PAUSE_PUMP = "pause-pump"
+    PAUSE_DRAINER = "pause-drainer"
+    OFFLINE_PUMP = "offline-pump"
+    OFFLINE_DRAINER = "offline-drainer"
+    GENERATE_META = "generate_meta"
+
+    @property
+    def kind(self) -> NodeKind | None:
+        """The node kind the command works on (None for generate_meta)."""
+        if self is Command.GENERATE_META:
+            return None
+        return NodeKind.DRAINER if self.value.endswith(("drainers", "drainer")) else NodeKind.PUMP
+
+    @property
+    def verb(self) -> str:
+        """``list``, ``update``, ``pause``, ``offline`` or ``generate_meta``."""
+        if self in (Command.PUMPS, Command.DRAINERS):
+            return "list"
+        return self.value.split("-")[0]
+
+    @property
+    def needs_node(self) -> bool:
+        return self.verb in ("update", "pause", "offline")
+
+
+_STATES = tuple(s.value for s in NodeState)
+
+_HELP = """\
+Inspect and operate the pumps and drainers registered in etcd.
+
+commands (positional, or -cmd NAME):
+  pumps, drainers                 list node records (offline ones with --show-offline-nodes)
+  update-pump, update-drainer     overwrite a record's state (--node-id, --state); only for
+                                  repairing the record of a node whose process is dead
+  pause-pump, pause-drainer       ask a running node to pause (--node-id)
+  offline-pump, offline-drainer   ask a running node to go offline (--node-id); a pump first
+                                  waits until every drainer consumed its binlogs
+  generate_meta                   write <data-dir>/savepoint with a fresh TSO commitTS
+
+The node's HTTP API is taken to be on its registered host at the registered (gRPC) port + 1,
+the pump's default when its status-addr is unset; pass --status-addr otherwise."""
+
+
+@dataclass(frozen=True)
+class CtlConfig:
+    __doc__ = _HELP
+
+    cmd: str = setting(
+        Command.PUMPS.value,
+        "command to run (or give it as the first positional argument)",
+        kind=Kind("COMMAND", choice(*(c.value for c in Command)).parse),
+        flag=("--cmd", "-cmd"),
+    )
+    pd_urls: tuple[str, ...] = setting(
+        ("http://127.0.0.1:2379",),
+        "etcd endpoints, comma separated",
+        kind=URL_LIST,
+        flag=("--pd-urls", "-pd-urls"),
+    )
+    node_id: str = setting("", "node id to act on", flag=("--node-id", "-node-id"))
+    state: str = setting(
+        "", "state written by update-pump/update-drainer", kind=choice(*_STATES),
+        flag=("--state", "-state"),
+    )  # fmt: skip
+    show_offline_nodes: bool = setting(
+        False, "list offline nodes too", flag=("--show-offline-nodes", "-show-offline-nodes")
+    )
+    as_json: bool = setting(False, "print JSON instead of text", toml="json", flag="--json")
+    status_addr: str = setting(
+        "",
+        "host:port of the node's HTTP API (default: registered host, registered port + 1)",
+        kind=HOST_PORT,
+        flag=("--status-addr", "-status-addr"),
+    )
+    wait: bool = setting(True, "after pause/offline, wait until etcd shows the node paused/offline")
+    timeout: float = setting(
+        600.0, "seconds to wait for a node to reach paused/offline", kind=DURATION
+    )
+    data_dir: str = setting(
+        "binlog_position", "directory of the savepoint file", flag=("--data-dir", "-data-dir")
+    )
+    ssl_ca: str = setting(
+        "", "CA certificate (PEM) for TLS to the node's HTTP API", flag=("--ssl-ca", "-ssl-ca")
+    )
+    ssl_cert: str = setting(
+        "", "client certificate (PEM) for TLS", flag=("--ssl-cert", "-ssl-cert")
+    )
+    ssl_key: str = setting("", "client private key (PEM) for TLS", flag=("--ssl-key", "-ssl-key"))
+    log_level: str = setting(
+        "warn",
+        "log level of diagnostics on stderr",
+        kind=choice("debug", "info", "warn", "warning", "error"),
+        flag=("-L", "--log-level"),
+    )
+
+    @property
+    def command(self) -> Command:
+        return Command(self.cmd)
+
+    @property
+    def security(self) -> SecuritySettings:
+        return SecuritySettings(ssl_ca=self.ssl_ca, ssl_cert=self.ssl_cert, ssl_key=self.ssl_key)
+
+    def validate(self) -> Iterator[tuple[str, str]]:
+        command = self.command
+        if command.needs_node and not self.node_id:
+            yield "node-id", f"{command.value} needs --node-id"
+        if command.verb == "update" and not self.state:
+            yield "state", f"{command.value} needs --state ({', '.join(_STATES)})"
+        if self.timeout <= 0:
+            yield "timeout", "must be positive"
+        yield from self.security.validate()
+
+
+_BOOL_WORDS = frozenset({"true", "false", "1", "0", "yes", "no", "on", "off"})
+_CMD_FLAGS = ("--cmd", "-cmd")
+
+
+def _flag_sets() -> tuple[frozenset[str], frozenset[str]]:
+    """(flags taking a value, switch flags) of ``CtlConfig``."""
+    values: set[str] = {"--config"}
+    switches: set[str] = set()
+    for leaf in spec_tree(CtlConfig).leaves():
+        target = switches if leaf.kind is not None and leaf.kind.switch else values
+        target.update(leaf.flags)
+    return frozenset(values), frozenset(switches)
+
+
+def split_command(argv: Sequence[str]) -> list[str]:
+    """``argv`` with its first positional word turned into ``--cmd=<word>``.
+
+    ``["--show-offline-nodes", "pumps", "-pd-urls", "http://e:2379"]`` ->
+    ``["--show-offline-nodes", "-pd-urls", "http://e:2379", "--cmd=pumps"]``: a switch flag
+    never takes the next word unless it is a boolean (``--wait false``); a value flag always
+    does. Further positional words stay for the loader to report.
+    """
+    value_flags, switch_flags = _flag_sets()
+    args = list(argv)
+    out: list[str] = []
+    command: str | None = None
+    i = 0
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if token.startswith("-") and len(token) > 1:
+            out.append(token)
+            if "=" in token or i >= len(args):
+                continue
+            follows = args[i]
+            if token in value_flags or (
+                token in switch_flags and follows.strip().lower() in _BOOL_WORDS
+            ):
+                out.append(follows)
+                i += 1
+            continue
+        if command is None:
+            command = token
+        else:
+            out.append(token)
+    if command is None:
+        return out
+    if any(a.split("=", 1)[0] in _CMD_FLAGS for a in out):
+        raise SettingsError(
+            [Problem("cmd", "command line", f"command given twice ({command!r} and -cmd)")]
+        )
+    return [*out, f"--cmd={command}"]
