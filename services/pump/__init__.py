@@ -1,0 +1,1 @@
+"""Pump: durable binlog store serving tipb WriteBinlog/PullBinlogs."""
