@@ -8,7 +8,7 @@ compare-and-swap protocols (cluster ID creation, elections, TSO windows) on it.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -17,6 +17,11 @@ class KvError(Exception):
     """The coordination store failed; ``retriable`` says whether a retry may help."""
 
     retriable = True
+
+    def __init__(self, *args: object, retriable: bool | None = None) -> None:
+        super().__init__(*args)
+        if retriable is not None:
+            self.retriable = retriable
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +110,19 @@ class Kv(Protocol):
         compare: Sequence[Compare],
         success: Sequence[Put | Delete],
         failure: Sequence[Put | Delete] = (),
-    ) -> TxnResult: ...
+    ) -> TxnResult:
+        """All ``compare`` hold -> apply ``success``, else ``failure``, atomically.
+
+        ``revision`` is the store revision after the txn: the current one when it
+        wrote nothing (so ``txn((), ())`` reads the current revision)."""
 
     async def grant_lease(self, ttl_seconds: int) -> Lease: ...
 
-    def watch_prefix(self, prefix: bytes, start_revision: int = 0) -> AsyncIterator[WatchEvent]:
-        """Events under ``prefix`` after ``start_revision`` (0 = from now), until cancelled."""
+    def watch_prefix(
+        self, prefix: bytes, start_revision: int = 0
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """Events under ``prefix`` with revision >= ``start_revision`` (inclusive, as in
+        etcd; 0 = from when iteration starts), in revision order, until closed.
+
+        Close it with ``contextlib.aclosing`` (or by cancelling the consuming task);
+        a generator merely dropped after ``break`` is closed later by the loop."""
