@@ -20,12 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.cluster import etcd, peak_rss_mib, pump  # noqa: E402
-from coord.cluster_id import read_cluster_id  # noqa: E402
-from coord.etcd import EtcdKv  # noqa: E402
-from pumpclient import PumpsClient  # noqa: E402
-from services.pump.storage.record import encode_batch  # noqa: E402
-from wire.binlog import Binlog, BinlogType  # noqa: E402
+from bench.cluster import etcd, peak_rss_mib, pump
+from coord.cluster_id import read_cluster_id
+from coord.etcd import EtcdKv
+from pumpclient import PumpsClient
+from services.pump.storage.record import encode_batch
+from wire.binlog import Binlog, BinlogType
 
 PAYLOAD = 1024
 

@@ -58,18 +58,28 @@ def etcd(workdir: Path) -> Iterator[str]:
     proc = subprocess.Popen(
         [
             _etcd_binary(),
-            "--data-dir", str(workdir / "etcd"),
-            "--listen-client-urls", url, "--advertise-client-urls", url,
-            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-cluster", f"default=http://127.0.0.1:{peer}",
-            "--log-level", "error",
+            "--data-dir",
+            str(workdir / "etcd"),
+            "--listen-client-urls",
+            url,
+            "--advertise-client-urls",
+            url,
+            "--listen-peer-urls",
+            f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls",
+            f"http://127.0.0.1:{peer}",
+            "--initial-cluster",
+            f"default=http://127.0.0.1:{peer}",
+            "--log-level",
+            "error",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait(lambda: socket.create_connection(("127.0.0.1", port), 0.2).close() or True, proc, "etcd")
+        _wait(
+            lambda: socket.create_connection(("127.0.0.1", port), 0.2).close() or True, proc, "etcd"
+        )
         yield url
     finally:
         _stop(proc)
@@ -78,14 +88,24 @@ def etcd(workdir: Path) -> Iterator[str]:
 @contextmanager
 def pump(workdir: Path, name: str, etcd_url: str, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
     grpc, http = free_port(), free_port()
-    log = open(workdir / f"{name}.log", "ab")  # noqa: SIM115
+    log = open(workdir / f"{name}.log", "ab")
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "services.pump",
-            "--addr", f"127.0.0.1:{grpc}", "--status-addr", f"127.0.0.1:{http}",
-            "--data-dir", str(workdir / name), "--pd-urls", etcd_url,
-            "--storage-stop-write-at-available-space", "64MiB",
-            "-L", "warn",
+            sys.executable,
+            "-m",
+            "services.pump",
+            "--addr",
+            f"127.0.0.1:{grpc}",
+            "--status-addr",
+            f"127.0.0.1:{http}",
+            "--data-dir",
+            str(workdir / name),
+            "--pd-urls",
+            etcd_url,
+            "--storage-stop-write-at-available-space",
+            "64MiB",
+            "-L",
+            "warn",
             *extra,
         ],
         stdout=log,

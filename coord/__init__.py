@@ -7,9 +7,9 @@ of pure logic. Both pass the same contract suite (``tests/contract``).
 
 from coord.kv import (
     CompareOp,
+    KeyValue,
     Kv,
     KvError,
-    KeyValue,
     Lease,
     WatchEvent,
     WatchEventKind,

@@ -30,8 +30,13 @@ def _binlog_doc(payload: bytes) -> dict[str, Any]:
     doc: dict[str, Any] = binlog.to_pydict(casing=lambda s, strict=True: s)  # type: ignore[arg-type]
     doc["tp"] = BinlogType(binlog.tp).name
     if binlog.prewrite_value:
-        value = PrewriteValue().parse(binlog.prewrite_value)
-        doc["prewrite_value"] = value.to_pydict(casing=lambda s, strict=True: s)  # type: ignore[arg-type]
+        try:
+            value = PrewriteValue().parse(binlog.prewrite_value)
+        except Exception:  # the codec's error types differ; any failure means "not a PrewriteValue"
+            doc["prewrite_value"] = binlog.prewrite_value.hex()
+            doc["prewrite_value_error"] = "not a marshalled PrewriteValue"
+        else:
+            doc["prewrite_value"] = value.to_pydict(casing=lambda s, strict=True: s)  # type: ignore[arg-type]
     for key in ("prewrite_key", "ddl_query"):
         if isinstance(doc.get(key), bytes):
             doc[key] = doc[key].decode("utf-8", "replace")

@@ -47,7 +47,9 @@ async def drainer_endpoint(registry: NodeRegistry) -> AsyncIterator[tuple[Record
         await server.wait_closed()
 
 
-async def test_joining_pump_notifies_online_drainers_first(tmp_path: Path, etcd: EtcdProcess) -> None:
+async def test_joining_pump_notifies_online_drainers_first(
+    tmp_path: Path, etcd: EtcdProcess
+) -> None:
     async with EtcdKv.connect([etcd.endpoint]) as kv:
         registry = NodeRegistry(kv)
         async with drainer_endpoint(registry) as (cistern, port):
@@ -91,8 +93,12 @@ async def test_close_waits_until_drainers_pass_the_pump(tmp_path: Path, etcd: Et
                 await write(stub, cid, commit(700, 701))
             # A drainer registered after the pump started, far behind it (an offline
             # one is ignored).
-            await registry.update(NodeKind.DRAINER, NodeStatus("lagging", "127.0.0.1:1", NodeState.ONLINE))
-            await registry.update(NodeKind.DRAINER, NodeStatus("old", "127.0.0.1:2", NodeState.OFFLINE))
+            await registry.update(
+                NodeKind.DRAINER, NodeStatus("lagging", "127.0.0.1:1", NodeState.ONLINE)
+            )
+            await registry.update(
+                NodeKind.DRAINER, NodeStatus("old", "127.0.0.1:2", NodeState.OFFLINE)
+            )
             async with aiohttp.ClientSession() as http:
                 async with http.put(f"{p.http}/state/{node_id}/close") as r:
                     assert r.status == 200

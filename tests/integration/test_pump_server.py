@@ -158,7 +158,9 @@ async def test_restart_keeps_node_id_and_data(tmp_path: Path, etcd: EtcdProcess)
         assert [(b.commit_ts, b.prewrite_value) for b in got] == [(501, b"kept")]
 
 
-async def test_second_process_on_same_data_dir_is_refused(tmp_path: Path, etcd: EtcdProcess) -> None:
+async def test_second_process_on_same_data_dir_is_refused(
+    tmp_path: Path, etcd: EtcdProcess
+) -> None:
     from services.pump.node import DataDirBusy
 
     cfg = pump_config(tmp_path / "p", etcd.endpoint)

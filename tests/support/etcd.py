@@ -67,19 +67,27 @@ def run_etcd(data_dir: Path, port: int | None = None) -> Iterator[EtcdProcess]:
     client_port = port or free_port()
     peer_port = free_port()
     host = "127.0.0.1"
-    log = open(data_dir.parent / f"etcd-{client_port}.log", "ab")  # noqa: SIM115
+    log = open(data_dir.parent / f"etcd-{client_port}.log", "ab")
     proc = subprocess.Popen(
         [
             etcd_binary(),
-            "--name", "test",
-            "--data-dir", str(data_dir),
-            "--listen-client-urls", f"http://{host}:{client_port}",
-            "--advertise-client-urls", f"http://{host}:{client_port}",
-            "--listen-peer-urls", f"http://{host}:{peer_port}",
-            "--initial-advertise-peer-urls", f"http://{host}:{peer_port}",
-            "--initial-cluster", f"test=http://{host}:{peer_port}",
+            "--name",
+            "test",
+            "--data-dir",
+            str(data_dir),
+            "--listen-client-urls",
+            f"http://{host}:{client_port}",
+            "--advertise-client-urls",
+            f"http://{host}:{client_port}",
+            "--listen-peer-urls",
+            f"http://{host}:{peer_port}",
+            "--initial-advertise-peer-urls",
+            f"http://{host}:{peer_port}",
+            "--initial-cluster",
+            f"test=http://{host}:{peer_port}",
             "--unsafe-no-fsync",
-            "--log-level", "warn",
+            "--log-level",
+            "warn",
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -10,9 +10,9 @@ from grpclib.client import Channel
 from wire.binlog import (
     Binlog,
     BinlogType,
+    Pos,
     PullBinlogReq,
     PumpStub,
-    Pos,
     WriteBinlogReq,
 )
 

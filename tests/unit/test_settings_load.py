@@ -72,8 +72,8 @@ class PumpSettings:
     )
     password: str = setting("", "downstream password", secret=True)
     ignore_table: tuple[TableRule, ...] = tables(TableRule, "tables to skip")
-    storage: StorageSettings = group(StorageSettings, "the binlog store")  # noqa: RUF009
-    security: SecuritySettings = group(SecuritySettings, "TLS")  # noqa: RUF009
+    storage: StorageSettings = group(StorageSettings, "the binlog store")
+    security: SecuritySettings = group(SecuritySettings, "TLS")
 
 
 def write(path: Path, text: str) -> str:

