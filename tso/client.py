@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
@@ -69,8 +70,10 @@ class TsoClient:
         timeout: float = 10.0,
         rpc_timeout: float = 3.0,
         prefix: bytes = LEADER_PREFIX,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._kv = kv
+        self._ssl = ssl_context
         self._cluster_id = cluster_id
         self._member = member
         self._timeout = timeout
@@ -218,7 +221,7 @@ class TsoClient:
                 host, port = split_host_port(self._leader)
             except ValueError as e:
                 raise _Retry(f"bad TSO leader address {self._leader!r}") from e
-            self._channel, self._channel_addr = Channel(host, port), self._leader
+            self._channel, self._channel_addr = Channel(host, port, ssl=self._ssl), self._leader
         return self._channel
 
     async def _forget_leader(self) -> None:

@@ -214,7 +214,10 @@ async def serve(
             member = None
             if cfg.embedded_tso:
                 member = await stack.enter_async_context(TsoMember(kv, cluster_id, advertise))
-            tso = await stack.enter_async_context(TsoClient(kv, cluster_id, member=member))
+            client_ssl = client_context(cfg.security, check_hostname=False)
+            tso = await stack.enter_async_context(
+                TsoClient(kv, cluster_id, member=member, ssl_context=client_ssl)
+            )
             storage = await stack.enter_async_context(
                 Storage.open(data_dir, storage_settings(cfg), RollbackResolver())
             )
@@ -246,7 +249,6 @@ async def serve(
 
             await pump.record(NodeState.ONLINE)
             if previous is None or previous.state is NodeState.OFFLINE:
-                client_ssl = client_context(cfg.security, check_hostname=False)
                 try:
                     told = await lifecycle.notify_drainers(registry, client_ssl)
                 except lifecycle.NotifyFailed:

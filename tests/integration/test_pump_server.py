@@ -172,3 +172,32 @@ async def test_second_process_on_same_data_dir_is_refused(
 
 def _binlog(payload: bytes) -> Binlog:
     return Binlog().parse(payload)
+
+
+async def test_pumps_with_mutual_tls_share_the_tso(tmp_path: Path, etcd: EtcdProcess) -> None:
+    """Two pumps with mutual TLS: each takes timestamps for its fake binlogs from the
+    TSO leader (one of them) over TLS, and a drainer-like client pulls over TLS."""
+    from grpclib.client import Channel
+
+    from telemetry.tls import client_context
+    from tests.support.certs import make_pki
+    from wire.binlog import PullBinlogReq, PumpStub
+
+    pki = make_pki(tmp_path / "pki", clients=("drainer",))
+    security = pki.server_security(allowed_cn=("pump", "drainer"))
+    cfgs = [
+        pump_config(tmp_path / f"p{i}", etcd.endpoint, security=security, gen_binlog_interval=0.2)
+        for i in range(2)
+    ]
+    ssl = client_context(pki.client_security("drainer"), check_hostname=False)
+    async with running_pump(cfgs[0]) as first, running_pump(cfgs[1]) as second:
+        for p in (first, second):
+            channel = Channel("127.0.0.1", p.started.grpc_port, ssl=ssl)
+            try:
+                req = PullBinlogReq(cluster_id=p.started.cluster_id)
+                async for resp in PumpStub(channel).pull_binlogs(req, timeout=30):
+                    fake = Binlog().parse(resp.entity.payload)
+                    assert fake.tp == BinlogType.Rollback and fake.start_ts == fake.commit_ts
+                    break
+            finally:
+                channel.close()
