@@ -1,0 +1,61 @@
+"""Sink implementations by URL scheme: ``open_sink("sqlite:///var/lib/tributary.db", options)``.
+
+* ``sqlite://PATH``: the file ``PATH`` (``sqlite:///abs/x.db`` is ``/abs/x.db``,
+  ``sqlite://x.db`` is ``x.db`` relative to the working directory, ``sqlite://:memory:``).
+* ``blackhole://``: counts and drops.
+
+The sink is closed when the context ends, whatever happened inside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from urllib.parse import SplitResult, urlsplit
+
+from sinks.blackhole import BlackholeSink
+from sinks.model import Sink, SinkError
+from sinks.sqlite import SqliteSink
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    cluster_id: int  # the upstream cluster ID: the key of the checkpoint row
+    safe_mode: bool = False  # INSERT as REPLACE, UPDATE as DELETE + REPLACE
+
+
+Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]
+
+
+async def _sqlite(url: SplitResult, options: SinkOptions) -> Sink:
+    path = url.netloc + url.path
+    if not path:
+        raise SinkError(f"sqlite sink URL has no path: {url.geturl()!r}")
+    return await SqliteSink.open(path, cluster_id=options.cluster_id, safe_mode=options.safe_mode)
+
+
+async def _blackhole(url: SplitResult, options: SinkOptions) -> Sink:
+    return BlackholeSink()
+
+
+OPENERS: dict[str, Opener] = {"sqlite": _sqlite, "blackhole": _blackhole}
+
+
+def scheme_of(url: str) -> str:
+    return urlsplit(url).scheme.lower()
+
+
+@asynccontextmanager
+async def open_sink(url: str, options: SinkOptions) -> AsyncIterator[Sink]:
+    """Open the sink ``url`` names; unknown schemes are a SinkError listing the known ones."""
+    parts = urlsplit(url)
+    opener = OPENERS.get(parts.scheme.lower())
+    if opener is None:
+        known = ", ".join(f"{s}://" for s in sorted(OPENERS))
+        raise SinkError(f"unknown sink {url!r}: the known schemes are {known}")
+    sink = await opener(parts, options)
+    try:
+        yield sink
+    finally:
+        await sink.close()

@@ -1,0 +1,195 @@
+"""One contract for ``sinks.model.Sink``, run against every implementation.
+
+Every sink: checkpoint is None before the first batch and the last commit ts after one; replays at
+or below the checkpoint are skipped; a batch out of commit order fails and changes nothing.
+Sinks whose rows can be read back (SQL sinks) also: the rows are there; a batch that fails part
+way leaves neither its rows nor the checkpoint, and its error names the failing transaction's
+commit ts; safe mode turns duplicate inserts into replaces.
+Persistent sinks keep checkpoint and rows across a reopen. The batches here have no DDL next to
+rows, which a MySQL downstream could not roll back.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sinks.model import Ddl, RowChange, Sink, SinkError, TableInfo, Txn
+from sinks.registry import SinkOptions, open_sink
+
+ACCT = TableInfo.build(
+    "shop", "acct", [("id", "int"), ("bal", "int"), ("name", "varchar(10)")], ["id"]
+)
+SETUP = [
+    Txn(10, 9, ddl=Ddl("shop", "CREATE DATABASE shop")),
+    Txn(
+        11, 10, ddl=Ddl("shop", "CREATE TABLE acct (id INT PRIMARY KEY, bal INT, name VARCHAR(10))")
+    ),
+]
+
+
+def row(id: int, bal: int, name: str | None = "n") -> dict[str, Any]:
+    return {"id": id, "bal": bal, "name": name}
+
+
+def ins(*rows: dict[str, Any]) -> tuple[RowChange, ...]:
+    return tuple(RowChange.insert(ACCT, r) for r in rows)
+
+
+Reader = Callable[[str, str], Awaitable[list[tuple[Any, ...]]]]
+
+
+@dataclass
+class Harness:
+    """How to (re)open one downstream, and read a table back where the sink allows it."""
+
+    open: Callable[..., AbstractAsyncContextManager[Sink]]  # open(safe_mode=False)
+    read: Reader | None
+
+
+def _sqlite(tmp_path: Path) -> Harness:
+    path = tmp_path / "downstream.db"
+
+    def open_(safe_mode: bool = False) -> AbstractAsyncContextManager[Sink]:
+        return open_sink(f"sqlite://{path}", SinkOptions(cluster_id=42, safe_mode=safe_mode))
+
+    async def read(schema: str, table: str) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(path) as db:  # another connection: sees committed state only
+            return db.execute(f'SELECT * FROM "{schema}__{table}" ORDER BY 1').fetchall()
+
+    return Harness(open_, read)
+
+
+def _blackhole(tmp_path: Path) -> Harness:
+    def open_(safe_mode: bool = False) -> AbstractAsyncContextManager[Sink]:
+        return open_sink("blackhole://", SinkOptions(cluster_id=42, safe_mode=safe_mode))
+
+    return Harness(open_, None)
+
+
+HARNESSES = {"sqlite": _sqlite, "blackhole": _blackhole}
+READABLE = ["sqlite"]
+PERSISTENT = ["sqlite"]
+
+
+@pytest.fixture(params=sorted(HARNESSES))
+def any_sink(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    return HARNESSES[request.param](tmp_path)
+
+
+@pytest.fixture(params=READABLE)
+def readable(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    return HARNESSES[request.param](tmp_path)
+
+
+@pytest.fixture(params=PERSISTENT)
+def persistent(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    return HARNESSES[request.param](tmp_path)
+
+
+@pytest.fixture
+async def sink(any_sink: Harness) -> AsyncIterator[Sink]:
+    async with any_sink.open() as s:
+        yield s
+
+
+async def test_checkpoint_follows_the_last_applied_commit_ts(sink: Sink) -> None:
+    assert await sink.checkpoint() is None
+    await sink.apply(SETUP)
+    assert await sink.checkpoint() == 11
+    await sink.apply([Txn(20, 15, rows=ins(row(1, 10))), Txn(30, 25, rows=ins(row(2, 20)))])
+    assert await sink.checkpoint() == 30
+    await sink.apply([])
+    await sink.apply([Txn(35)])  # checkpoint-only marker (a filtered stretch)
+    assert await sink.checkpoint() == 35
+
+
+async def test_replays_at_or_below_the_checkpoint_are_skipped(sink: Sink) -> None:
+    batch = [*SETUP, Txn(20, rows=ins(row(1, 10)))]
+    await sink.apply(batch)
+    # Plain INSERTs again: a sink that re-applied them would hit the primary key.
+    await sink.apply([*batch, Txn(30, rows=ins(row(2, 20)))])
+    assert await sink.checkpoint() == 30
+
+
+async def test_a_batch_out_of_order_changes_nothing(sink: Sink) -> None:
+    await sink.apply(SETUP)
+    with pytest.raises(SinkError) as e:
+        await sink.apply([Txn(30, rows=ins(row(1, 1))), Txn(20, rows=ins(row(2, 2)))])
+    assert not e.value.retriable
+    assert await sink.checkpoint() == 11
+
+
+async def test_a_closed_sink_refuses_batches(any_sink: Harness) -> None:
+    async with any_sink.open() as s:
+        await s.apply(SETUP)
+    with pytest.raises(SinkError):
+        await s.apply([Txn(20)])
+
+
+async def test_rows_read_back(readable: Harness) -> None:
+    assert readable.read is not None
+    async with readable.open() as s:
+        await s.apply(SETUP)
+        await s.apply(
+            [
+                Txn(20, rows=ins(row(1, 10, "a"), row(2, 20, None), row(3, 30))),
+                Txn(
+                    30,
+                    rows=(
+                        RowChange.update(ACCT, row(1, 10, "a"), row(1, 15, "a")),
+                        RowChange.update(ACCT, row(3, 30), row(4, 30)),  # the key changes
+                        RowChange.delete(ACCT, row(2, 20, None)),
+                    ),
+                ),
+            ]
+        )
+    assert await readable.read("shop", "acct") == [(1, 15, "a"), (4, 30, "n")]
+
+
+async def test_a_failed_batch_leaves_neither_rows_nor_checkpoint(readable: Harness) -> None:
+    assert readable.read is not None
+    async with readable.open() as s:
+        await s.apply([*SETUP, Txn(20, rows=ins(row(1, 10)))])
+        good = Txn(40, rows=(*ins(row(5, 50)), RowChange.update(ACCT, row(1, 10), row(1, 11))))
+        with pytest.raises(SinkError, match=r"commit ts 50\b"):  # the error names the culprit
+            await s.apply([good, Txn(50, rows=ins(row(6, 60), row(1, 99)))])  # 1 exists
+        assert await s.checkpoint() == 20
+        assert await readable.read("shop", "acct") == [(1, 10, "n")]
+        await s.apply([good, Txn(50, rows=ins(row(6, 60)))])  # still usable
+        assert await s.checkpoint() == 50
+    assert await readable.read("shop", "acct") == [(1, 11, "n"), (5, 50, "n"), (6, 60, "n")]
+
+
+async def test_safe_mode_replaces_rows_that_are_already_there(readable: Harness) -> None:
+    assert readable.read is not None
+    async with readable.open() as s:
+        await s.apply([*SETUP, Txn(20, rows=ins(row(1, 10), row(2, 20)))])
+    async with readable.open(safe_mode=True) as s:
+        await s.apply(
+            [
+                Txn(30, rows=ins(row(1, 11))),
+                Txn(40, rows=(RowChange.update(ACCT, row(7, 0), row(2, 21)),)),  # old row absent
+            ]
+        )
+    assert await readable.read("shop", "acct") == [(1, 11, "n"), (2, 21, "n")]
+
+
+async def test_checkpoint_and_rows_survive_a_reopen(persistent: Harness) -> None:
+    async with persistent.open() as s:
+        await s.apply([*SETUP, Txn(20, rows=ins(row(1, 10)))])
+        with pytest.raises(SinkError):
+            await s.apply([Txn(30, rows=ins(row(2, 20))), Txn(40, rows=ins(row(1, 0)))])
+    async with persistent.open() as s:
+        assert await s.checkpoint() == 20
+        await s.apply([Txn(30, rows=ins(row(2, 20)))])
+    async with persistent.open() as s:
+        assert await s.checkpoint() == 30
+    if persistent.read is not None:
+        assert await persistent.read("shop", "acct") == [(1, 10, "n"), (2, 20, "n")]
