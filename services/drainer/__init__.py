@@ -1,4 +1,8 @@
-"""The drainer: pulls every pump, merges by commit ts and applies to sinks.
+"""The drainer: pulls every pump, merges by commit ts, applies to a sink, keeps a checkpoint.
 
-Not built yet; see docs/roadmap.md.
+Modules, from the wire inwards: ``api`` (gRPC ``binlog.Cistern``: Notify),
+``http`` (ops API), ``collector`` (follows pump records, one ``puller`` per
+pump), ``feed`` (the merge loop around the pure ``merge.Merger``), ``syncer``
+(applies to the ``output.Sink``), ``progress`` and ``checkpoint`` (the
+checkpoint and where it is kept), ``app`` (composition root), ``cli``.
 """

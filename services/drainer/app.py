@@ -1,0 +1,309 @@
+"""Composition root of ``binlog-drainer``: builds every part in order, runs the
+duties in one TaskGroup, and stops in two stages.
+
+Start order: bind the gRPC socket (to learn the real port) -> node id and
+data-dir lock -> etcd, cluster ID, registry -> checkpoint (saved, else
+``initial-commit-ts``, -1 asking the TSO) -> merge, collector, syncer ->
+first pump listing applied -> gRPC ``Cistern`` and HTTP servers -> register
+online (heartbeat every second, ``maxCommitTS`` = saved checkpoint).
+
+Stop (a signal, or ``PUT /state/{id}/pause|close``): stop serving Notify and
+stop pulling (stage 1), let the syncer apply what was already merged (stage 2,
+bounded by ``DRAIN_TIMEOUT``), save the checkpoint one last time (consistent
+when everything merged was applied), then record ``paused`` or ``offline``
+with that checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from grpclib.server import Server
+
+from coord.cluster_id import ensure_cluster_id
+from coord.etcd import EtcdKv
+from coord.kv import Kv, KvError
+from registry.heartbeat import Heartbeat
+from registry.registry import NodeRegistry
+from registry.status import NodeKind, NodeState, NodeStatus
+from services.drainer.api import CisternApi
+from services.drainer.checkpoint import FileCheckpoint, start_ts
+from services.drainer.collector import Collector
+from services.drainer.config import DrainerConfig
+from services.drainer.errors import DrainerError
+from services.drainer.feed import Inbox, MergeFeed
+from services.drainer.http import routes
+from services.drainer.item import PulledBinlogItem
+from services.drainer.merge import Merger
+from services.drainer.metrics import DrainerMetrics
+from services.drainer.node import DirLock, resolve_node_id
+from services.drainer.output import Sink, make_sink
+from services.drainer.progress import Checkpointer
+from services.drainer.puller import Puller
+from services.drainer.state import DrainerState
+from services.drainer.syncer import Syncer
+from settings import split_host_port
+from telemetry.grpcauth import enforce_allowed_cn
+from telemetry.http import OpsServer
+from telemetry.logs import ContextAdapter
+from telemetry.tls import ALPN_HTTP, client_context, server_context
+from tso.client import TsoClient
+from tso.errors import TsoError
+from wire.ts import from_seconds
+
+log = logging.getLogger(__name__)
+
+DRAIN_TIMEOUT = 10.0  # seconds the syncer gets at shutdown to apply what was merged
+SHUTDOWN_GRACE = 5.0  # seconds gRPC handlers get to finish at exit
+
+
+@dataclass(frozen=True)
+class Started:
+    """What a running drainer tells its launcher (tests bind port 0)."""
+
+    node_id: str
+    cluster_id: int
+    grpc_port: int
+    http_port: int
+    advertise_addr: str
+    start_ts: int  # the checkpoint it started after
+
+
+def bind(addr: str) -> socket.socket:
+    host, port = split_host_port(addr)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def status_addr(cfg: DrainerConfig, grpc_port: int) -> tuple[str, int]:
+    """``status-addr``, else the gRPC host with the next port (or any port in tests)."""
+    if cfg.status_addr:
+        return split_host_port(cfg.status_addr)
+    host, port = split_host_port(cfg.addr)
+    return host, (port + 1 if port else 0)
+
+
+async def current_tso(kv: Kv, cluster_id: int) -> int:
+    try:
+        async with TsoClient(kv, cluster_id) as tso:
+            return await tso.get_ts()
+    except TsoError as e:
+        raise DrainerError(
+            f"initial-commit-ts = -1 needs the current TSO timestamp, and none came: {e}",
+            retriable=e.retriable,
+        ) from e
+
+
+@dataclass
+class Drainer:
+    """The parts of one running drainer, as built by :func:`serve`."""
+
+    cfg: DrainerConfig
+    node_id: str
+    advertise: str
+    state: DrainerState
+    registry: NodeRegistry
+    collector: Collector
+    feed: MergeFeed
+    syncer: Syncer
+    checkpointer: Checkpointer
+
+    def status(self) -> NodeStatus:
+        state = self.state.state
+        return NodeStatus(
+            node_id=self.node_id,
+            addr=self.advertise,
+            state=state,
+            is_alive=state is NodeState.ONLINE,
+            max_commit_ts=self.checkpointer.saved_ts,
+            update_ts=from_seconds(time.time()),
+        )
+
+    def synced(self) -> bool:
+        return self.syncer.synced(self.cfg.synced_check_time * 60)
+
+    def ready(self) -> bool:
+        return self.state.state is NodeState.ONLINE and self.collector.ready
+
+
+async def serve(
+    cfg: DrainerConfig,
+    stop: asyncio.Event,
+    started: Callable[[Started], None] = lambda _: None,
+    *,
+    sink: Sink | None = None,
+) -> NodeState:
+    """Run a drainer until ``stop`` is set or an operator pauses/closes it.
+
+    ``sink`` overrides ``syncer.sink-uri``. Returns the state recorded at exit
+    (``paused`` or ``offline``).
+    """
+    data_dir = Path(cfg.data_dir)
+    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
+    sock = bind(cfg.addr)
+    grpc_port = sock.getsockname()[1]
+    host, _ = split_host_port(cfg.addr)
+    advertise = cfg.advertise_addr or f"{host}:{grpc_port}"
+    with sock, DirLock(data_dir):
+        node_id = resolve_node_id(data_dir, cfg.node_id, grpc_port)
+        ctx = ContextAdapter(log, {"node_id": node_id})
+        async with AsyncExitStack() as stack:
+            kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))
+            cluster_id = await ensure_cluster_id(kv)
+            store = FileCheckpoint(data_dir)
+            first, loaded = await start_ts(
+                store, cfg.initial_commit_ts, lambda: current_tso(kv, cluster_id)
+            )
+            if loaded:
+                ctx.info("resuming after checkpoint %d (consistent=%s)", first, store.consistent)
+            else:
+                await store.save(first, False)  # a crash before the first save must not move it
+                ctx.info("no checkpoint yet; starting after commit ts %d", first)
+            checkpointer = Checkpointer(store, first, interval=cfg.checkpoint_interval)
+            merged: asyncio.Queue[PulledBinlogItem] = asyncio.Queue(cfg.cache_binlog_count)
+            feed = MergeFeed(Merger(first), merged)
+            client_ssl = client_context(cfg.security, check_hostname=False)
+
+            def make_puller(pump_id: str, addr: str, from_ts: int, inbox: Inbox) -> Puller:
+                return Puller(pump_id, addr, cluster_id, from_ts, inbox, ssl_context=client_ssl)
+
+            drainer = Drainer(
+                cfg=cfg,
+                node_id=node_id,
+                advertise=advertise,
+                state=DrainerState(NodeState.ONLINE),
+                registry=NodeRegistry(kv),
+                collector=Collector(kv, feed, make_puller, detect_interval=cfg.detect_interval),
+                feed=feed,
+                syncer=Syncer(merged, sink or make_sink(cfg.syncer.sink_uri), checkpointer),
+                checkpointer=checkpointer,
+            )
+            final = await _run(drainer, sock, stop, stack, started, cluster_id, first)
+            ctx.info("stopped at checkpoint %d; recorded state %s", checkpointer.saved_ts, final)
+            return final
+
+
+async def _run(
+    d: Drainer,
+    sock: socket.socket,
+    stop: asyncio.Event,
+    stack: AsyncExitStack,
+    started: Callable[[Started], None],
+    cluster_id: int,
+    first: int,
+) -> NodeState:
+    heartbeat = Heartbeat(d.registry, NodeKind.DRAINER, d.status, d.cfg.heartbeat_interval)
+    async with asyncio.TaskGroup() as tg:
+        intake = [
+            tg.create_task(d.collector.run(), name="drainer-collector"),
+            tg.create_task(d.feed.run(), name="drainer-merge"),
+        ]
+        syncer = tg.create_task(d.syncer.run(), name="drainer-syncer")
+        saver = tg.create_task(d.checkpointer.run(), name="drainer-checkpoint")
+        watch_stop = tg.create_task(_on_stop(stop, d.state), name="drainer-stop-signal")
+        await d.collector.wait_ready()
+        server, http_port = await _serve_edges(d, sock, stack)
+        await heartbeat.beat_now()  # registered online before anyone is told we started
+        beating = tg.create_task(heartbeat.run(), name="drainer-heartbeat")
+        grpc_port = sock.getsockname()[1]
+        log.info(
+            "drainer %s serving gRPC on port %d (advertised %s), HTTP on port %d, cluster %d",
+            d.node_id,
+            grpc_port,
+            d.advertise,
+            http_port,
+            cluster_id,
+        )
+        started(Started(d.node_id, cluster_id, grpc_port, http_port, d.advertise, first))
+
+        await d.state.exit.wait()
+        log.info("stopping (%s)", d.state.state.value)
+        await _beat_quietly(heartbeat)
+        await _stop(d, server, intake, syncer, saver)
+        beating.cancel()
+        watch_stop.cancel()
+    final = d.state.final()
+    d.state.settle(final)
+    await d.registry.update(NodeKind.DRAINER, d.status())
+    return final
+
+
+async def _serve_edges(
+    d: Drainer, sock: socket.socket, stack: AsyncExitStack
+) -> tuple[Server, int]:
+    """Start gRPC ``Cistern`` on ``sock`` and the ops HTTP server; (server, HTTP port)."""
+    cfg = d.cfg
+    metrics = DrainerMetrics(
+        lambda: metrics.sync(
+            d.collector.positions(),
+            d.feed.merger.stats,
+            d.checkpointer.saved_ts,
+            d.syncer.applied,
+            time.time(),
+        )
+    )
+    server = Server([CisternApi(d.collector.refresh)])
+    enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
+    await server.start(sock=sock, ssl=server_context(cfg.security))
+    stack.callback(server.close)
+    ops = OpsServer(
+        *status_addr(cfg, sock.getsockname()[1]),
+        routes=routes(
+            d.node_id, d.state, d.collector.positions, d.synced, lambda: d.checkpointer.saved_ts
+        ),
+        registry=metrics.registry,
+        ready_fn=d.ready,
+        ssl_context=server_context(cfg.security, alpn=ALPN_HTTP),
+        allowed_cns=cfg.security.cert_allowed_cn,
+    )
+    http_port = await ops.start()
+    stack.push_async_callback(ops.close)
+    return server, http_port
+
+
+async def _stop(
+    d: Drainer,
+    server: Server,
+    intake: list[asyncio.Task[NoReturn]],
+    syncer: asyncio.Task[NoReturn],
+    saver: asyncio.Task[None],
+) -> None:
+    """Stage 1: no more Notify, no more pulling. Stage 2: apply what was merged, then save
+    the checkpoint a last time (consistent when nothing merged was left unapplied)."""
+    server.close()
+    try:
+        async with asyncio.timeout(SHUTDOWN_GRACE):
+            await server.wait_closed()
+    except TimeoutError:
+        log.warning("gRPC handlers did not finish within %.0f s", SHUTDOWN_GRACE)
+    for task in intake:
+        task.cancel()
+    await asyncio.wait(intake)
+    drained = await d.syncer.drain(DRAIN_TIMEOUT)
+    syncer.cancel()
+    await asyncio.wait([syncer])
+    d.checkpointer.close(consistent=drained)
+    await asyncio.wait([saver])
+
+
+async def _on_stop(stop: asyncio.Event, state: DrainerState) -> None:
+    await stop.wait()
+    state.stopping()
+
+
+async def _beat_quietly(heartbeat: Heartbeat) -> None:
+    try:
+        await heartbeat.beat_now()
+    except KvError as e:
+        log.warning("could not record the state change now (heartbeat retries): %s", e)

@@ -1,0 +1,63 @@
+"""Node identity and exclusive ownership of the drainer's data directory.
+
+Invariant: one process at a time owns a data directory (``.lock`` is flock'ed
+for the process's lifetime, so two drainers never share a checkpoint), and a
+drainer keeps its node id across restarts: read from ``<data-dir>/.node``, else
+taken from configuration, else ``hostname:port``, then written back. A stable
+id matters: pumps wait for the checkpoint of every non-offline drainer record,
+so a drainer that came back under a new id would leave a stale record behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+from pathlib import Path
+
+from services.drainer.errors import DrainerError
+
+
+class DataDirBusy(DrainerError):
+    """Another process holds the data directory."""
+
+
+def resolve_node_id(data_dir: Path, configured: str, port: int) -> str:
+    """The node id this data directory belongs to (created on first use)."""
+    path = data_dir / ".node"
+    if path.exists():
+        stored = path.read_text().strip()
+        if stored:
+            return stored
+    node_id = configured or f"{socket.gethostname()}:{port}"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(node_id + "\n")
+    os.replace(tmp, path)
+    return node_id
+
+
+class DirLock:
+    """An exclusive, non-blocking flock on ``<data-dir>/.lock``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._path = data_dir / ".lock"
+        self._fd: int | None = None
+
+    def __enter__(self) -> DirLock:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataDirBusy(
+                f"data directory {self._path.parent} is used by another process"
+            ) from None
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

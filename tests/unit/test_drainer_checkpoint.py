@@ -1,0 +1,247 @@
+"""The checkpoint: the savepoint file (ours, binlogctl's and tidb-binlog's formats), where a start
+begins, the save rate, and the syncer that advances it only after the sink took a binlog."""
+
+from __future__ import annotations
+
+import asyncio
+import tomllib
+from datetime import UTC
+from pathlib import Path
+
+import pytest
+
+from services.binlogctl.meta import savepoint_text, write_savepoint
+from services.drainer.checkpoint import (
+    CheckpointStore,
+    FileCheckpoint,
+    parse_savepoint,
+    render_savepoint,
+    start_ts,
+)
+from services.drainer.errors import CheckpointError
+from services.drainer.item import PulledBinlogItem
+from services.drainer.progress import Checkpointer
+from services.drainer.syncer import Syncer
+from tests.unit.test_pumpclient_peer import eventually
+
+TS = 449_812_345_678_901_249
+
+
+class MemoryCheckpoint:
+    """A CheckpointStore in memory that records every save."""
+
+    def __init__(self, saved: int | None = None, fail: bool = False) -> None:
+        self.saved = saved
+        self.history: list[tuple[int, bool]] = []
+        self.fail = fail
+
+    async def load(self) -> int | None:
+        return self.saved
+
+    async def save(self, commit_ts: int, consistent: bool) -> None:
+        await asyncio.sleep(0)
+        if self.fail:
+            raise CheckpointError("disk on fire", retriable=True)
+        self.saved = commit_ts
+        self.history.append((commit_ts, consistent))
+
+
+def read_text(path: Path) -> str:
+    return path.read_text()
+
+
+def names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# -- the savepoint file ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store_kind", ["file", "memory"])
+async def test_store_contract_round_trip(tmp_path: Path, store_kind: str) -> None:
+    store: CheckpointStore = (
+        FileCheckpoint(tmp_path / "d") if store_kind == "file" else MemoryCheckpoint()
+    )
+    assert await store.load() is None
+    await store.save(TS, False)
+    assert await store.load() == TS
+    await store.save(TS + 5, True)
+    assert await store.load() == TS + 5
+
+
+async def test_file_is_tidb_binlog_toml_and_replaced_whole(tmp_path: Path) -> None:
+    store = FileCheckpoint(tmp_path)
+    await store.save(TS, True)
+    doc = tomllib.loads(await asyncio.to_thread(read_text, store.path))
+    assert doc == {"consistent": True, "commitTS": TS}
+    await store.save(TS + 1, False)
+    assert await asyncio.to_thread(names, tmp_path) == ["savepoint"]  # no temp files left
+    fresh = FileCheckpoint(tmp_path)
+    assert await fresh.load() == TS + 1 and fresh.consistent is False
+
+
+async def test_reads_what_binlogctl_generate_meta_writes(tmp_path: Path) -> None:
+    write_savepoint(tmp_path, savepoint_text(TS, UTC))
+    store = FileCheckpoint(tmp_path)
+    assert await store.load() == TS and store.consistent is False
+
+
+def test_reads_tidb_binlog_s_bare_time_lines() -> None:
+    text = (
+        f"commitTS = {TS}\n"
+        "2024-05-16 12:27:19.742 +0000 UTC\n"
+        "UTC: 2024-05-16 12:27:19.742 +0000 UTC\n"
+    )
+    assert parse_savepoint(text) == (TS, False)
+    assert parse_savepoint(render_savepoint(7, True)) == (7, True)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "commitTS = -3\n",
+        'commitTS = "12"\n',
+        "consistent = 1\ncommitTS = 5\n",
+        "commitTS = true",
+    ],
+)
+def test_a_savepoint_without_a_valid_commit_ts_is_an_error(text: str) -> None:
+    with pytest.raises(CheckpointError, match="savepoint"):
+        parse_savepoint(text)
+
+
+async def test_unwritable_directory_is_a_checkpoint_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(CheckpointError, match="cannot write"):
+        await FileCheckpoint(blocker / "sub").save(1, False)
+
+
+async def test_start_ts_prefers_the_saved_checkpoint() -> None:
+    async def tso() -> int:
+        return 999
+
+    async def no_tso() -> int:
+        raise AssertionError("the TSO must not be asked")
+
+    assert await start_ts(MemoryCheckpoint(saved=50), -1, no_tso) == (50, True)
+    assert await start_ts(MemoryCheckpoint(saved=50), 7, no_tso) == (50, True)
+    assert await start_ts(MemoryCheckpoint(), -1, tso) == (999, False)
+    assert await start_ts(MemoryCheckpoint(), 0, no_tso) == (0, False)
+    assert await start_ts(MemoryCheckpoint(), 12, no_tso) == (12, False)
+    with pytest.raises(CheckpointError):
+        await start_ts(MemoryCheckpoint(), -2, no_tso)
+
+
+# -- save rate -----------------------------------------------------------------------
+
+
+async def test_saves_at_most_once_per_interval() -> None:
+    clock = ManualClock()
+    store = MemoryCheckpoint()
+    cp = Checkpointer(store, 100, interval=3.0, clock=clock)
+    assert cp.due_in() is None  # nothing applied
+    cp.advance(105)
+    due = cp.due_in()
+    assert due is not None and due <= 0  # nothing saved for long: now
+    await cp.save()
+    assert (cp.saved_ts, cp.due_in()) == (105, None)
+    clock.now += 1
+    cp.advance(107)
+    cp.advance(110)
+    assert cp.due_in() == pytest.approx(2.0)
+    clock.now += 2
+    assert cp.due_in() == pytest.approx(0.0)
+    await cp.save()
+    assert store.history == [(105, False), (110, False)]
+    with pytest.raises(ValueError, match="cannot go"):
+        cp.advance(110)
+
+
+async def test_run_saves_promptly_then_waits_and_saves_consistent_at_close() -> None:
+    store = MemoryCheckpoint()
+    cp = Checkpointer(store, 100, interval=3600)
+    task = asyncio.create_task(cp.run(), name="test-checkpointer")
+    try:
+        cp.advance(105)
+        await eventually(lambda: cp.saved_ts == 105)
+        cp.advance(106)
+        cp.advance(109)
+        await asyncio.sleep(0.05)
+        assert cp.saved_ts == 105  # the next periodic save is an hour away
+        cp.close(consistent=True)
+        await asyncio.wait_for(task, 10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert store.history == [(105, False), (109, True)]
+    assert (cp.saved_ts, cp.applied_ts, cp.saves) == (109, 109, 2)
+
+
+async def test_a_failed_save_stops_the_checkpointer() -> None:
+    cp = Checkpointer(MemoryCheckpoint(fail=True), 1)
+    cp.advance(2)
+    with pytest.raises(CheckpointError):
+        await asyncio.wait_for(cp.run(), 10)
+    assert cp.saved_ts == 1
+
+
+# -- syncer ---------------------------------------------------------------------------
+
+
+class RecordingSink:
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.got: list[int] = []
+        self.fail_at = fail_at
+
+    async def apply(self, binlog: PulledBinlogItem) -> None:
+        await asyncio.sleep(0)
+        if binlog.commit_ts == self.fail_at:
+            raise RuntimeError("downstream is gone")
+        self.got.append(binlog.commit_ts)
+
+
+def binlog(ts: int, fake: bool = False) -> PulledBinlogItem:
+    return PulledBinlogItem(ts, ts if fake else ts - 1, b"p", fake)
+
+
+async def test_syncer_applies_commits_and_passes_fakes_to_the_checkpoint() -> None:
+    clock = ManualClock()
+    queue: asyncio.Queue[PulledBinlogItem] = asyncio.Queue(8)
+    sink = RecordingSink()
+    cp = Checkpointer(MemoryCheckpoint(), 10, clock=clock)
+    syncer = Syncer(queue, sink, cp, clock=clock)
+    task = asyncio.create_task(syncer.run(), name="test-syncer")
+    try:
+        for item in (binlog(11), binlog(12, fake=True), binlog(13)):
+            await queue.put(item)
+        assert await syncer.drain(10)
+        assert sink.got == [11, 13]
+        assert (syncer.applied, syncer.fakes, cp.applied_ts) == (2, 1, 13)
+        assert not syncer.synced(60)
+        clock.now += 60
+        assert syncer.synced(60)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_sink_error_stops_the_syncer_below_the_failed_binlog() -> None:
+    queue: asyncio.Queue[PulledBinlogItem] = asyncio.Queue(8)
+    cp = Checkpointer(MemoryCheckpoint(), 10)
+    syncer = Syncer(queue, RecordingSink(fail_at=12), cp)
+    for item in (binlog(11), binlog(12), binlog(13)):
+        queue.put_nowait(item)
+    with pytest.raises(RuntimeError, match="downstream"):
+        await asyncio.wait_for(syncer.run(), 10)
+    assert cp.applied_ts == 11
+    assert not await syncer.drain(0.01)  # 13 is still queued

@@ -1,0 +1,122 @@
+"""Small drainer parts: settings with drainer.toml's keys, the sinks by URL scheme, the node
+state machine, and turning a pulled entity into an item."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from registry.status import NodeState
+from services.drainer.cli import main
+from services.drainer.config import DrainerConfig
+from services.drainer.errors import MalformedPayload, SinkError
+from services.drainer.item import PulledBinlogItem
+from services.drainer.output import BlackholeSink, PrintSink, make_sink
+from services.drainer.puller import to_item
+from services.drainer.state import Action, DrainerState, StateError
+from settings import SettingsError, load
+from wire.binlog import Binlog, BinlogType, Entity, Meta, PullBinlogResp
+
+DRAINER_TOML = """
+addr = "127.0.0.1:18249"
+advertise-addr = "drainer-0.example:18249"
+detect-interval = 10
+data-dir = "data.drainer"
+pd-urls = "http://127.0.0.1:2379,http://127.0.0.2:2379"
+compressor = ""
+initial-commit-ts = 449812345678901249
+synced-check-time = 5
+node-id = "drainer-0"
+
+[security]
+ssl-ca = ""
+ssl-cert = ""
+ssl-key = ""
+
+[syncer]
+sink-uri = "blackhole://"
+"""
+
+
+def test_drainer_toml_keys_load(tmp_path: Path) -> None:
+    path = tmp_path / "drainer.toml"
+    path.write_text(DRAINER_TOML)
+    cfg = load(
+        DrainerConfig, ["--config", str(path)], {"DRAINER_CACHE_BINLOG_COUNT": "16"}, "DRAINER"
+    )
+    assert cfg.addr == "127.0.0.1:18249"
+    assert cfg.advertise == "drainer-0.example:18249"
+    assert cfg.detect_interval == 10.0
+    assert cfg.pd_urls == ("http://127.0.0.1:2379", "http://127.0.0.2:2379")
+    assert cfg.initial_commit_ts == 449812345678901249
+    assert (cfg.node_id, cfg.syncer.sink_uri, cfg.cache_binlog_count) == (
+        "drainer-0",
+        "blackhole://",
+        16,
+    )
+    defaults = DrainerConfig()
+    assert (defaults.initial_commit_ts, defaults.heartbeat_interval) == (-1, 1.0)
+    assert (defaults.checkpoint_interval, defaults.detect_interval) == (3.0, 5.0)
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    with pytest.raises(SettingsError) as e:
+        load(
+            DrainerConfig,
+            ["--compressor", "gzip", "--initial-commit-ts", "-5", "--addr", "0.0.0.0:1"],
+            {},
+            "DRAINER",
+        )
+    text = str(e.value)
+    for key in ("compressor", "initial-commit-ts", "advertise-addr"):
+        assert key in text
+
+
+def test_cli_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--no-such-flag"]) == 2
+    assert "binlog-drainer" in capsys.readouterr().err
+
+
+async def test_sinks_by_url_scheme() -> None:
+    assert isinstance(make_sink("blackhole://"), BlackholeSink)
+    assert isinstance(make_sink("PRINT://"), PrintSink)
+    with pytest.raises(SinkError, match=r"blackhole://, print://"):
+        make_sink("mysql://root@127.0.0.1:3306")
+    out = io.StringIO()
+    await PrintSink(out).apply(PulledBinlogItem(9, 8, b"abc", False))
+    assert out.getvalue() == "commit_ts=9 start_ts=8 bytes=3\n"
+    hole = BlackholeSink()
+    await hole.apply(PulledBinlogItem(9, 8, b"abc", False))
+    assert hole.count == 1
+
+
+def test_state_machine() -> None:
+    s = DrainerState()
+    assert s.request(Action.PAUSE) is NodeState.PAUSING and s.exit.is_set()
+    with pytest.raises(StateError, match="pausing"):
+        s.request(Action.CLOSE)
+    assert s.final() is NodeState.PAUSED
+    c = DrainerState()
+    c.request(Action.CLOSE)
+    c.stopping()  # a signal during close does not turn it into a pause
+    assert c.final() is NodeState.OFFLINE
+    sig = DrainerState()
+    sig.stopping()
+    assert (sig.state, sig.final()) == (NodeState.PAUSING, NodeState.PAUSED)
+
+
+def entity(payload: bytes, commit_ts: int = 0) -> PullBinlogResp:
+    return PullBinlogResp(entity=Entity(payload=payload, meta=Meta(commit_ts=commit_ts)))
+
+
+def test_to_item_reads_the_header_and_refuses_garbage() -> None:
+    commit = bytes(
+        Binlog(tp=BinlogType.Commit, start_ts=5, commit_ts=7, prewrite_value=b"row")  # type: ignore[arg-type]
+    )
+    assert to_item("p", entity(commit)) == PulledBinlogItem(7, 5, commit, False)
+    fake = bytes(Binlog(tp=BinlogType.Rollback, start_ts=9, commit_ts=9))  # type: ignore[arg-type]
+    assert to_item("p", entity(fake)).is_fake
+    with pytest.raises(MalformedPayload, match=r"pump p .*commit ts 42"):
+        to_item("p", entity(b"\xff\xff\xff", commit_ts=42))
