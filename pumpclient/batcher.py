@@ -4,7 +4,14 @@ one ``WriteBinlogs`` RPC.
 Invariant: at most one batch per pump is in flight; callers arriving while it
 is in flight queue up and form the next batch (capped by count and bytes, a
 single oversized payload travelling alone); every caller's future is resolved
-exactly once, with its own errmsg or with the failure of its batch.
+exactly once, with its own errmsg or with the failure of its batch; once
+:meth:`Batcher.stop` was called, :meth:`Batcher.run` ends and every caller
+left gets an error, even if the batch in flight swallowed its cancellation.
+
+grpclib turns the cancellation of a call whose channel is closed at the same
+moment into ``StreamTerminatedError``, and it leaves ``Task.cancelling()``
+raised after every deadline or lost connection, so neither the exception nor
+that counter tells a stop from an ordinary failed RPC: the stop flag does.
 
 Worked example (cap 3): A arrives, the sender takes [A] and sends it; B, C, D,
 E arrive during that RPC. When it returns, A is resolved and the sender takes
@@ -56,6 +63,7 @@ class Batcher:
         self._in_flight: list[_Item] = []
         self._wakeup = asyncio.Event()
         self._closed = False
+        self._running = False
 
     async def submit(self, payload: bytes) -> None:
         """Queue ``payload`` and wait until it is stored; raise its own failure,
@@ -83,9 +91,19 @@ class Batcher:
             size += len(item.payload)
         return batch
 
+    def stop(self) -> None:
+        """Refuse new writes and make :meth:`run` end after the batch in flight
+        (cancel its task as well to abort that batch). Queued callers get an
+        error at once if :meth:`run` is not running, else when it ends."""
+        self._closed = True
+        self._wakeup.set()
+        if not self._running:
+            self._fail_waiting()
+
     async def run(self) -> None:
+        self._running = True
         try:
-            while True:
+            while not self._closed:
                 if not self._queue:
                     self._wakeup.clear()
                     await self._wakeup.wait()
@@ -96,11 +114,16 @@ class Batcher:
                     await self._flush(batch)
                     self._in_flight = []
         finally:
+            self._running = False
             self._closed = True
-            for item in self._in_flight:
-                _fail(item, RpcFailure("pump connection closed mid-write", uncertain=True))
-            while self._queue:
-                _fail(self._queue.popleft(), RpcFailure("pump connection closed"))
+            self._fail_waiting()
+
+    def _fail_waiting(self) -> None:
+        for item in self._in_flight:
+            _fail(item, RpcFailure("pump connection closed mid-write", uncertain=True))
+        self._in_flight = []
+        while self._queue:
+            _fail(self._queue.popleft(), RpcFailure("pump connection closed"))
 
     async def _flush(self, batch: list[_Item]) -> None:
         try:

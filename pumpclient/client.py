@@ -9,7 +9,9 @@ Invariants:
   (TiDB never fails a transaction for its C-binlog), failures are logged and
   counted;
 - every background task (watch, probe, one batch sender per pump) is owned by
-  the client's TaskGroup and ends with the client.
+  the client's TaskGroup and ends with the client; a pump's channel is closed
+  only after its batch sender has ended (on close or when the pump is
+  removed), and callers of a batch aborted that way get an error.
 
 Deviation from TiDB: a C-binlog whose prewrite pump is unknown (another
 process wrote the prewrite, or its pump record is gone) is not dropped but
@@ -157,15 +159,19 @@ class PumpsClient:
         tg, self._tg = self._tg, None
         if tg is None:
             return
-        self.pumps.close()  # cancels the batch senders, closes the channels
         for task in self._background:
             task.cancel()
-        # Hand the group only a cancellation: any other exception belongs to the
-        # caller's block and must not come back wrapped in an ExceptionGroup.
-        if isinstance(exc, asyncio.CancelledError):
-            await tg.__aexit__(exc_type, exc, tb)
-        else:
-            await tg.__aexit__(None, None, None)
+        # Stops every batch sender; each channel closes once its sender ended.
+        self.pumps.close()
+        try:
+            # Hand the group only a cancellation: any other exception belongs to
+            # the caller's block and must not come back wrapped in an ExceptionGroup.
+            if isinstance(exc, asyncio.CancelledError):
+                await tg.__aexit__(exc_type, exc, tb)
+            else:
+                await tg.__aexit__(None, None, None)
+        finally:
+            self.pumps.close()  # a pump the watch added while it was stopping
 
     def _make_pump(self, status: NodeStatus) -> Pump:
         transport = PumpTransport(
@@ -185,10 +191,18 @@ class PumpsClient:
         return pump
 
     def _on_removed(self, pump: Pump) -> None:
+        """Stop the pump's batch sender, aborting its batch in flight, and close
+        the channel only once the sender has ended: closing it in the same step
+        would turn the sender's cancellation into an RPC error (see
+        :mod:`pumpclient.batcher`). Callers of the aborted batch get an error."""
+        if pump.batcher is not None:
+            pump.batcher.stop()
         task = self._batch_tasks.pop(pump, None)
-        if task is not None:
-            task.cancel()
-        pump.transport.close()
+        if task is None or task.done():
+            pump.transport.close()
+            return
+        task.cancel()
+        task.add_done_callback(lambda _: pump.transport.close())
 
     async def probe_unavailable(self) -> None:
         """Probe every online pump in the unavailable set now; those that
