@@ -138,7 +138,12 @@ class Pump:
                     name="pump-heartbeat",
                 ),
                 tg.create_task(
-                    lifecycle.fake_binlog_loop(self.intake, self.tso, cfg.gen_binlog_interval),
+                    lifecycle.fake_binlog_loop(
+                        self.intake,
+                        self.tso,
+                        cfg.gen_binlog_interval,
+                        active=lambda: self.state.state is NodeState.ONLINE,
+                    ),
                     name="pump-fake-binlog",
                 ),
                 tg.create_task(

@@ -94,14 +94,16 @@ async def fake_binlog_loop(
     intake: Intake,
     tso: Tso,
     interval: float,
+    active: Callable[[], bool] = lambda: True,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> None:
     """Write a fake binlog whenever no write arrived for ``interval`` seconds, so
-    drainers can merge past this pump while it is idle."""
+    drainers can merge past this pump while it is idle. Only while ``active()``:
+    a closing pump's target must not move (see :func:`wait_safe_to_offline`)."""
     while True:
         idle = monotonic() - intake.last_write
-        if idle < interval:
-            await asyncio.sleep(interval - idle)
+        if idle < interval or not active():
+            await asyncio.sleep(max(interval - idle, interval / 4))
             continue
         try:
             await write_fake(intake, tso)

@@ -57,7 +57,8 @@ async def running_pump(cfg: PumpConfig) -> AsyncIterator[RunningPump]:
     task = asyncio.create_task(
         serve(cfg, stop, lambda s: ready.set_result(s)), name=f"test-pump-{cfg.data_dir}"
     )
-    done, _ = await asyncio.wait({task, ready}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    waiters: set[asyncio.Future[Any]] = {task, ready}
+    done, _ = await asyncio.wait(waiters, timeout=60, return_when=asyncio.FIRST_COMPLETED)
     if task in done:
         task.result()  # raises the startup error
         raise RuntimeError("pump exited before it started")
