@@ -1,0 +1,300 @@
+"""The upstream schema as the drainer tracks it: databases and every version of every table.
+
+DDL jobs are applied in schema-version order; each table keeps the list of ``(version, table)``
+it went through (``None`` once dropped), so a DML binlog is decoded with the table as it was at
+the binlog's schema version (``table_at``), not the latest. Worked example, table 40::
+
+    job 11 CREATE TABLE t (id, a)     v=3  -> versions [(3, t{id,a})]
+    job 12 ALTER TABLE t ADD b        v=5  -> versions [(3, t{id,a}), (5, t{id,a,b})]
+    table_at(40, 4) -> t{id,a} (latest version <= 4); table_at(40, 9) -> t{id,a,b};
+    table_at(40, 2) -> UnknownTable (t did not exist yet)
+
+Invariants: ``version`` only grows and every job at or below it was applied (or is not a
+change: cancelled, rolled back); applying a job either updates the state completely or raises
+``SchemaError`` with the state untouched; applying an already-applied job returns its earlier
+result without changing anything. The ids of truncated tables are remembered: their DML is
+dropped (``is_truncated``), as tidb-binlog does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ddlhistory import NOT_REPLICATED, TABLE_CHANGES, Action, DbInfo, DdlJob
+from ddlhistory import TableInfo as TidbTable
+from services.drainer.errors import DrainerError
+from sinks.model import TableInfo
+from tidbcodec import ColumnType
+
+log = logging.getLogger(__name__)
+
+MAX_GLOBAL_ID = (1 << 48) - 1 - 1000  # meta.MaxGlobalID: larger ids are TiDB's DDL system tables
+
+
+class SchemaError(DrainerError):
+    """A DDL job does not fit the tracked schema, or a table is not known."""
+
+
+class UnknownTable(SchemaError):
+    """No table with this id existed at the schema version asked for."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeColumn:
+    id: int
+    name: str
+    ft: ColumnType
+
+
+@dataclass(frozen=True, slots=True)
+class TrackedTable:
+    """One version of a table: its TiDB info, its database, and what sinks see of it."""
+
+    schema: str
+    info: TidbTable
+    sink: TableInfo
+    columns: Mapping[int, DecodeColumn]  # public, non-generated columns by id, in table order
+    handle: tuple[DecodeColumn | None, ...]  # what each handle datum of an inserted row fills
+
+    @property
+    def id(self) -> int:
+        return self.info.id
+
+    @classmethod
+    def build(cls, schema: str, info: TidbTable) -> TrackedTable:
+        """Raises ValueError when the keys do not fit the columns."""
+        cols = {c.id: DecodeColumn(c.id, c.name, c.ft) for c in info.row_columns}
+        handle = tuple(None if c is None else cols.get(c.id) for c in info.handle_columns)
+        sink = TableInfo.build(
+            schema,
+            info.name,
+            [(c.name, c.mysql_type) for c in info.row_columns],
+            [c.name for c in info.primary_key],
+            {name: [c.name for c in key] for name, key in info.unique_keys.items()},
+        )
+        return cls(schema, info, sink, cols, handle)
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedDdl:
+    """What a job changed, for the DDL sent downstream: database and table names."""
+
+    schema: str
+    table: str = ""
+
+
+class SchemaTracker:
+    def __init__(self) -> None:
+        self._dbs: dict[int, DbInfo] = {}
+        self._db_tables: dict[int, set[int]] = {}
+        self._versions: dict[int, list[tuple[int, TrackedTable | None]]] = {}
+        self._truncated: set[int] = set()
+        self._applied: dict[int, AppliedDdl | None] = {}
+        self.version = 0  # every job at or below this schema version has been applied
+
+    def advance_to(self, schema_version: int) -> None:
+        """Record that no job between ``version`` and ``schema_version`` is left to apply."""
+        self.version = max(self.version, schema_version)
+
+    def is_applied(self, job_id: int) -> bool:
+        return job_id in self._applied
+
+    def is_truncated(self, table_id: int) -> bool:
+        return table_id in self._truncated
+
+    def database(self, schema_id: int) -> DbInfo | None:
+        return self._dbs.get(schema_id)
+
+    def table_at(self, table_id: int, schema_version: int) -> TrackedTable:
+        """The table ``table_id`` as it was at ``schema_version``; raises ``UnknownTable``."""
+        versions = self._versions.get(table_id)
+        if not versions:
+            raise UnknownTable(f"table id {table_id} is unknown to the schema")
+        found = None
+        for v, table in versions:
+            if v > schema_version:
+                break
+            found = (v, table)
+        if found is None:
+            raise UnknownTable(
+                f"table id {table_id} did not exist yet at schema version {schema_version}"
+                f" (created at {versions[0][0]})"
+            )
+        if found[1] is None:
+            raise UnknownTable(f"table id {table_id} was dropped at schema version {found[0]}")
+        return found[1]
+
+    def apply(self, job: DdlJob) -> AppliedDdl | None:
+        """Apply a finished job; None when it changes nothing to replicate downstream."""
+        if job.id in self._applied:
+            return self._applied[job.id]
+        if not job.is_done or job.schema_version <= 0:
+            log.info(
+                "skipping DDL job %d: state %d, version %d", job.id, job.state, job.schema_version
+            )
+            return None
+        if job.schema_version <= self.version:
+            raise SchemaError(
+                f"DDL job {job.id} (schema version {job.schema_version}) arrived after the"
+                f" schema reached version {self.version}"
+            )
+        result = None
+        if job.type not in NOT_REPLICATED and job.table_id <= MAX_GLOBAL_ID:
+            result = self._handler(job.type)(job)
+        self._applied[job.id] = result
+        self.version = job.schema_version
+        log.info(
+            "applied DDL job %d (type %d) at schema version %d", job.id, job.type, self.version
+        )
+        return result
+
+    def _handler(self, action: int) -> Callable[[DdlJob], AppliedDdl]:
+        handlers: dict[int, Callable[[DdlJob], AppliedDdl]] = {
+            Action.CREATE_SCHEMA: self._create_schema,
+            Action.MODIFY_SCHEMA_CHARSET_AND_COLLATE: self._modify_schema,
+            Action.DROP_SCHEMA: self._drop_schema,
+            Action.CREATE_TABLE: self._create_table,
+            Action.CREATE_VIEW: self._create_table,
+            Action.CREATE_SEQUENCE: self._create_table,
+            Action.RECOVER_TABLE: self._create_table,
+            Action.CREATE_TABLES: self._create_tables,
+            Action.DROP_TABLE: self._drop_table,
+            Action.DROP_VIEW: self._drop_table,
+            Action.DROP_SEQUENCE: self._drop_table,
+            Action.TRUNCATE_TABLE: self._truncate_table,
+            Action.RENAME_TABLE: self._rename_table,
+            Action.RENAME_TABLES: self._rename_tables,
+        }
+        return handlers.get(action, self._alter_table)
+
+    # --- lookups (they raise before anything changes) ---
+
+    def _db(self, schema_id: int) -> DbInfo:
+        db = self._dbs.get(schema_id)
+        if db is None:
+            raise SchemaError(f"database id {schema_id} is unknown to the schema")
+        return db
+
+    def _live(self, table_id: int) -> tuple[int, TrackedTable]:
+        """(database id, current version) of an existing table."""
+        versions = self._versions.get(table_id)
+        table = versions[-1][1] if versions else None
+        db_id = next((db for db, ids in self._db_tables.items() if table_id in ids), None)
+        if table is None or db_id is None:
+            raise SchemaError(f"table id {table_id} does not exist in the schema")
+        return db_id, table
+
+    def _absent(self, info: TidbTable) -> None:
+        versions = self._versions.get(info.id)
+        if versions and versions[-1][1] is not None:
+            raise SchemaError(f"table id {info.id} ({info.name}) already exists")
+
+    @staticmethod
+    def _table_info(job: DdlJob) -> TidbTable:
+        if job.table_info is None:
+            raise SchemaError(f"DDL job {job.id} (type {job.type}) carries no table info")
+        return job.table_info
+
+    @staticmethod
+    def _build(schema: str, info: TidbTable) -> TrackedTable:
+        try:
+            return TrackedTable.build(schema, info)
+        except ValueError as e:
+            raise SchemaError(f"table {schema}.{info.name} (id {info.id}): {e}") from e
+
+    # --- changes: everything is looked up and built first, then the state changes ---
+
+    def _put(self, db_id: int, table_id: int, table: TrackedTable | None, version: int) -> None:
+        self._versions.setdefault(table_id, []).append((version, table))
+        for ids in self._db_tables.values():
+            ids.discard(table_id)
+        if table is not None:
+            self._db_tables[db_id].add(table_id)
+
+    def _create_schema(self, job: DdlJob) -> AppliedDdl:
+        db = job.db_info
+        if db is None:
+            raise SchemaError(f"DDL job {job.id} (create database) carries no database info")
+        if db.id in self._dbs:
+            raise SchemaError(f"database id {db.id} ({db.name}) already exists")
+        self._dbs[db.id] = db
+        self._db_tables[db.id] = set()
+        return AppliedDdl(db.name)
+
+    def _modify_schema(self, job: DdlJob) -> AppliedDdl:
+        db = job.db_info
+        if db is None:
+            raise SchemaError(f"DDL job {job.id} (alter database) carries no database info")
+        self._db(db.id)
+        self._dbs[db.id] = db
+        return AppliedDdl(db.name)
+
+    def _drop_schema(self, job: DdlJob) -> AppliedDdl:
+        db = self._db(job.schema_id)
+        for table_id in sorted(self._db_tables[db.id]):
+            self._put(db.id, table_id, None, job.schema_version)
+        del self._dbs[db.id], self._db_tables[db.id]
+        return AppliedDdl(db.name)
+
+    def _create_table(self, job: DdlJob) -> AppliedDdl:
+        db, info = self._db(job.schema_id), self._table_info(job)
+        self._absent(info)
+        self._put(db.id, info.id, self._build(db.name, info), job.schema_version)
+        return AppliedDdl(db.name, info.name)
+
+    def _create_tables(self, job: DdlJob) -> AppliedDdl:
+        db = self._db(job.schema_id)
+        for info in job.multiple_table_infos:
+            self._absent(info)
+        tables = [self._build(db.name, info) for info in job.multiple_table_infos]
+        for table in tables:
+            self._put(db.id, table.id, table, job.schema_version)
+        return AppliedDdl(db.name, tables[-1].info.name if tables else "")
+
+    def _drop_table(self, job: DdlJob) -> AppliedDdl:
+        db_id, table = self._live(job.table_id)
+        self._put(db_id, job.table_id, None, job.schema_version)
+        return AppliedDdl(table.schema, table.info.name)
+
+    def _truncate_table(self, job: DdlJob) -> AppliedDdl:
+        # The job's table id is the old one; its table info carries the new id.
+        info = self._table_info(job)
+        db_id, old = self._live(job.table_id)
+        if info.id != job.table_id:
+            self._absent(info)
+        new = self._build(old.schema, info)
+        self._put(db_id, job.table_id, None, job.schema_version)
+        self._truncated.add(job.table_id)
+        self._put(db_id, info.id, new, job.schema_version)
+        return AppliedDdl(old.schema, info.name)
+
+    def _rename_table(self, job: DdlJob) -> AppliedDdl:
+        db, info = self._db(job.schema_id), self._table_info(job)
+        self._live(info.id)
+        self._put(db.id, info.id, self._build(db.name, info), job.schema_version)
+        return AppliedDdl(db.name, info.name)
+
+    def _rename_tables(self, job: DdlJob) -> AppliedDdl:
+        # Each table's new database is only in the job's arguments: the names change, the
+        # database stays (a cross-database RENAME TABLES is not tracked).
+        live = [self._live(info.id) for info in job.multiple_table_infos]
+        new = [
+            self._build(t.schema, i)
+            for (_, t), i in zip(live, job.multiple_table_infos, strict=True)
+        ]
+        for (db_id, _), table in zip(live, new, strict=True):
+            self._put(db_id, table.id, table, job.schema_version)
+        return AppliedDdl(new[-1].schema, new[-1].info.name) if new else AppliedDdl("")
+
+    def _alter_table(self, job: DdlJob) -> AppliedDdl:
+        if job.table_info is None and job.type not in TABLE_CHANGES:
+            log.warning(
+                "DDL job %d of type %d carries no table info; schema unchanged", job.id, job.type
+            )
+            return AppliedDdl(job.schema_name, job.table_name)
+        info = self._table_info(job)
+        db_id, old = self._live(info.id)
+        self._put(db_id, info.id, self._build(old.schema, info), job.schema_version)
+        return AppliedDdl(old.schema, info.name)

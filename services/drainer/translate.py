@@ -1,0 +1,262 @@
+"""One pulled binlog -> one ``sinks.model.Txn``: DDL through the schema tracker, rows decoded.
+
+* A fake binlog gives a checkpoint-only Txn (no rows, no DDL).
+* A DDL binlog (``ddl_job_id > 0``): the job comes from the DDL history; jobs below its schema
+  version that the tracker has not seen are applied first (catch-up after a restart), then
+  the job itself; the Txn carries the statement and its database. A cancelled or rolled-back
+  job, the DeleteOnly step of DROP COLUMN, sequence ``select setval`` and jobs that change
+  nothing replicated give a checkpoint-only Txn.
+* A DML binlog: every ``TableMutation`` of the PrewriteValue, rows in ``sequence`` order,
+  decoded with the table as it was at the PrewriteValue's schema version (catching up first
+  when the history has jobs the tracker has not seen up to it). Rows of truncated tables are
+  dropped; column ids the table did not have at that version (a column being added, the hidden
+  ``_tidb_rowid``) are left out.
+
+Invariant: the Txn is built whole or not at all: bad input raises a ``DrainerError`` naming
+the commit ts (``UndecodableBinlog``, ``UnknownTable``, ``SchemaError``, ``DdlJobMissing``).
+Row values, as tidb-binlog's translator (``formatData``) sends them but ENUM/SET by name:
+integers, BIT and YEAR as int; FLOAT/DOUBLE float; DECIMAL its text with the scale kept
+(``'1.50'``); strings str, binary strings bytes; DATE ``'2024-02-29'``, DATETIME/TIMESTAMP
+``'2024-02-29 10:00:00.500'`` (as many fraction digits as the column's fsp; TIMESTAMP shown
+in ``tz``); TIME ``'-838:59:59'``; ENUM the member's name; SET the members in definition
+order, comma separated; JSON TiDB's text (``{"a": 1}``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import decimal
+import logging
+from collections.abc import Iterator
+from typing import TypeVar, cast
+
+from ddlhistory import Action, DdlHistory, DdlHistoryError, DdlJob, SchemaState
+from services.drainer.errors import DrainerError
+from services.drainer.item import PulledBinlogItem
+from services.drainer.schema import DecodeColumn, SchemaError, SchemaTracker, TrackedTable
+from sinks.model import Ddl, RowChange, SqlValue, Txn
+from tidbcodec import (
+    CodecError,
+    CoreTime,
+    Datum,
+    DecodeError,
+    JsonNull,
+    JsonValue,
+    decode_deleted_row,
+    decode_inserted_row,
+    decode_updated_row,
+    from_datum,
+)
+from tidbcodec import mysqltypes as mt
+from tidbcodec.enumset import set_to_str
+from tidbcodec.json_text import to_text
+from wire.binlog import Binlog, MutationType, PrewriteValue, TableMutation
+
+log = logging.getLogger(__name__)
+
+UTC = dt.UTC
+_INSERT, _UPDATE, _DELETE = MutationType.Insert, MutationType.Update, MutationType.DeleteRow
+_NAMES = {_INSERT: "insert", _UPDATE: "update", _DELETE: "delete"}
+_Message = TypeVar("_Message", Binlog, PrewriteValue)
+
+
+class TranslateError(DrainerError):
+    """A binlog cannot be turned into a transaction."""
+
+
+class UndecodableBinlog(TranslateError):
+    """The payload, its PrewriteValue or one of its rows is not what TiDB writes."""
+
+
+class DdlJobMissing(TranslateError):
+    """The DDL history has no job with the binlog's job id (yet): retrying may find it."""
+
+    retriable = True
+
+
+class HistoryUnavailable(TranslateError):
+    """The DDL history could not be read."""
+
+
+@contextlib.contextmanager
+def _at(commit_ts: int, what: str) -> Iterator[None]:
+    """Re-raise the errors of the layers below as drainer errors naming the binlog."""
+    where = f"binlog at commit ts {commit_ts}: {what}"
+    try:
+        yield
+    except SchemaError as e:
+        raise type(e)(f"{where}: {e}", retriable=e.retriable) from e
+    except CodecError as e:
+        raise UndecodableBinlog(f"{where}: {e}") from e
+    except DdlHistoryError as e:
+        raise HistoryUnavailable(f"{where}: DDL history: {e}", retriable=e.retriable) from e
+
+
+async def to_txn(
+    item: PulledBinlogItem, schema: SchemaTracker, history: DdlHistory, *, tz: dt.tzinfo = UTC
+) -> Txn:
+    """The transaction (or DDL, or checkpoint-only marker) that ``item`` carries."""
+    if item.is_fake:
+        return Txn(item.commit_ts, item.start_ts)
+    with _at(item.commit_ts, "payload"):
+        binlog = _parse(Binlog(), item.payload)
+    if binlog.ddl_job_id > 0:
+        return await _ddl_txn(item, binlog, schema, history)
+    return await _dml_txn(item, binlog, schema, history, tz)
+
+
+def _parse(message: _Message, data: bytes) -> _Message:
+    try:
+        return message.parse(data)
+    except (RuntimeError, ValueError) as e:
+        raise DecodeError(f"not a {type(message).__name__} message: {e}") from e
+
+
+async def _catch_up(schema: SchemaTracker, history: DdlHistory, upto: int) -> None:
+    """Apply the history's jobs with versions in (schema.version, upto], then mark ``upto``."""
+    if upto <= schema.version:
+        return
+    for job in await history.jobs_since(schema.version):
+        if job.schema_version > upto:
+            break
+        schema.apply(job)
+    schema.advance_to(upto)
+
+
+async def _ddl_txn(
+    item: PulledBinlogItem, binlog: Binlog, schema: SchemaTracker, history: DdlHistory
+) -> Txn:
+    ts, job_id = item.commit_ts, binlog.ddl_job_id
+    query = binlog.ddl_query.decode("utf-8", "replace")
+    marker = Txn(ts, item.start_ts)
+    if query.lstrip().lower().startswith("select setval"):
+        return marker
+    with _at(ts, f"DDL job {job_id}"):
+        job = await history.get_job(job_id)
+        if job is None:
+            raise DdlJobMissing(f"binlog at commit ts {ts}: DDL job {job_id} is not in the history")
+        if _not_replicated(job, binlog):
+            log.info("DDL job %d at commit ts %d changes nothing downstream", job_id, ts)
+            return marker
+        await _catch_up(schema, history, job.schema_version - 1)
+        applied = schema.apply(job)
+    if applied is None:
+        return marker
+    log.info("DDL at commit ts %d (job %d): %s", ts, job_id, query or job.query)
+    ddl = Ddl(applied.schema, query or job.query, applied.table)
+    return Txn(ts, item.start_ts, ddl=ddl, schema_version=job.schema_version)
+
+
+def _not_replicated(job: DdlJob, binlog: Binlog) -> bool:
+    if not job.is_done or job.schema_version <= 0:  # cancelled, rolled back, failed
+        return True
+    # DROP COLUMN writes a binlog at its DeleteOnly step too; the final one applies it.
+    delete_only = binlog.ddl_schema_state == SchemaState.DELETE_ONLY
+    return delete_only and job.type == Action.DROP_COLUMN
+
+
+async def _dml_txn(
+    item: PulledBinlogItem,
+    binlog: Binlog,
+    schema: SchemaTracker,
+    history: DdlHistory,
+    tz: dt.tzinfo,
+) -> Txn:
+    ts = item.commit_ts
+    with _at(ts, "prewrite value"):
+        pv = _parse(PrewriteValue(), binlog.prewrite_value)
+        await _catch_up(schema, history, pv.schema_version)
+    rows: list[RowChange] = []
+    for mut in pv.mutations:
+        if schema.is_truncated(mut.table_id):
+            log.debug("dropping rows of truncated table %d at commit ts %d", mut.table_id, ts)
+            continue
+        with _at(ts, f"table id {mut.table_id}"):
+            table = schema.table_at(mut.table_id, pv.schema_version)
+        with _at(ts, f"table {table.sink.qualified} (id {table.id})"):
+            rows.extend(_mutation_rows(mut, table, tz))
+    try:
+        return Txn(ts, item.start_ts, rows=tuple(rows), schema_version=pv.schema_version)
+    except ValueError as e:
+        raise UndecodableBinlog(f"binlog at commit ts {ts}: {e}") from e
+
+
+def _mutation_rows(mut: TableMutation, table: TrackedTable, tz: dt.tzinfo) -> list[RowChange]:
+    if mut.deleted_ids or mut.deleted_pks:
+        raise DecodeError("obsolete deleted_ids/deleted_pks rows are not supported")
+    lists = {_INSERT: mut.inserted_rows, _UPDATE: mut.updated_rows, _DELETE: mut.deleted_rows}
+    used = dict.fromkeys(lists, 0)
+    out = []
+    for i, kind in enumerate(mut.sequence):
+        rows = lists.get(kind)
+        if rows is None:
+            raise DecodeError(f"sequence[{i}] is mutation type {int(kind)}, not supported")
+        if used[kind] == len(rows):
+            raise DecodeError(f"sequence[{i}] wants {_NAMES[kind]} row {used[kind]}: none left")
+        try:
+            out.append(_row_change(kind, rows[used[kind]], table, tz))
+        except CodecError as e:
+            raise DecodeError(f"{_NAMES[kind]} row {used[kind]}: {e}") from e
+        used[kind] += 1
+    unread = {_NAMES[k]: len(lists[k]) - n for k, n in used.items() if n != len(lists[k])}
+    if unread:
+        raise DecodeError(f"rows missing from the sequence: {unread}")
+    return out
+
+
+def _row_change(kind: MutationType, row: bytes, table: TrackedTable, tz: dt.tzinfo) -> RowChange:
+    if kind == _INSERT:
+        handle, cols = decode_inserted_row(row, len(table.handle))
+        for col, datum in zip(table.handle, handle, strict=True):
+            if col is not None and col.id not in cols:
+                cols[col.id] = datum
+        return RowChange.insert(table.sink, _values(table, cols, tz))
+    if kind == _UPDATE:
+        old, new = decode_updated_row(row)
+        return RowChange.update(table.sink, _values(table, old, tz), _values(table, new, tz))
+    return RowChange.delete(table.sink, _values(table, decode_deleted_row(row), tz))
+
+
+def _values(table: TrackedTable, cols: dict[int, Datum], tz: dt.tzinfo) -> dict[str, SqlValue]:
+    return {c.name: _value(cols[c.id], c, tz) for c in table.columns.values() if c.id in cols}
+
+
+def _value(datum: Datum, col: DecodeColumn, tz: dt.tzinfo) -> SqlValue:
+    v = from_datum(datum, col.ft, tz)
+    tp = col.ft.tp
+    if v is None:
+        return None
+    if tp in mt.TIME_TYPES:
+        return _time_text(v, col.ft)
+    if tp == mt.TYPE_DURATION and isinstance(v, dt.timedelta):
+        return _duration_text(v, col.ft.fsp)
+    if tp == mt.TYPE_SET and isinstance(v, frozenset):
+        return set_to_str(col.ft.elems, v)
+    if tp == mt.TYPE_JSON:
+        return to_text(None if isinstance(v, JsonNull) else cast(JsonValue, v))
+    if isinstance(v, decimal.Decimal):
+        return format(v, "f")
+    if isinstance(v, int | float | str | bytes):
+        return v
+    raise DecodeError(f"column {col.name} of type {tp}: cannot send {v!r} downstream")
+
+
+def _time_text(v: object, ft: mt.ColumnType) -> str:
+    if isinstance(v, dt.date):
+        v = CoreTime.from_python(v)
+    if not isinstance(v, CoreTime):
+        raise DecodeError(f"column type {ft.tp}: {v!r} is not a time")
+    text = f"{v.year:04d}-{v.month:02d}-{v.day:02d}"
+    if ft.tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE):
+        return text
+    text += f" {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
+    return text + (f".{v.microsecond:06d}"[: ft.fsp + 1] if ft.fsp else "")
+
+
+def _duration_text(v: dt.timedelta, fsp: int) -> str:
+    micros = (v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds
+    sign, micros = ("-" if micros < 0 else ""), abs(micros)
+    seconds, frac = divmod(micros, 1_000_000)
+    text = f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    return text + (f".{frac:06d}"[: fsp + 1] if fsp else "")

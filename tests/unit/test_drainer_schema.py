@@ -1,0 +1,251 @@
+"""The drainer's schema tracker: DDL jobs applied by schema version, tables looked up by version.
+
+The builders here (``col``, ``table``, ``create_db``, ``create_table``, ``alter``) are shared
+with the translator's tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import pytest
+
+from ddlhistory import (
+    Action,
+    ColumnInfo,
+    DbInfo,
+    DdlJob,
+    IndexColumn,
+    IndexInfo,
+    JobState,
+    SchemaState,
+    TableInfo,
+)
+from services.drainer.errors import DrainerError
+from services.drainer.schema import AppliedDdl, SchemaError, SchemaTracker, UnknownTable
+from tidbcodec import ColumnType
+from tidbcodec import mysqltypes as mt
+
+INT = ColumnType(mt.TYPE_LONG, flen=11)
+PK_INT = ColumnType(mt.TYPE_LONGLONG, flag=mt.PRI_KEY_FLAG | mt.NOT_NULL_FLAG, flen=20)
+VARCHAR = ColumnType(mt.TYPE_VARCHAR, flen=20, charset="utf8mb4", collate="utf8mb4_bin")
+DB_ID = 2
+
+
+def col(cid: int, name: str, ft: ColumnType = INT, **kw: object) -> ColumnInfo:
+    return ColumnInfo(id=cid, name=name, offset=0, ft=ft, **kw)  # type: ignore[arg-type]
+
+
+def table(
+    tid: int,
+    name: str,
+    cols: Sequence[ColumnInfo],
+    *,
+    pk_is_handle: bool = True,
+    indices: Sequence[IndexInfo] = (),
+    common: bool = False,
+) -> TableInfo:
+    placed = tuple(
+        ColumnInfo(c.id, c.name, i, c.ft, c.state, c.default, c.origin_default, c.generated_expr)
+        for i, c in enumerate(cols)
+    )
+    return TableInfo(
+        tid, name, placed, tuple(indices), pk_is_handle=pk_is_handle, is_common_handle=common
+    )
+
+
+def index(
+    iid: int, name: str, cols: Sequence[str], *, unique: bool = True, **kw: object
+) -> IndexInfo:
+    return IndexInfo(
+        iid,
+        name,
+        tuple(IndexColumn(c, 0) for c in cols),
+        unique=unique,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def job(
+    jid: int,
+    action: int,
+    version: int,
+    *,
+    schema_id: int = DB_ID,
+    table_id: int = 0,
+    info: TableInfo | None = None,
+    db: DbInfo | None = None,
+    query: str = "",
+    state: int = JobState.SYNCED,
+) -> DdlJob:
+    return DdlJob(
+        id=jid,
+        type=action,
+        schema_id=schema_id,
+        table_id=table_id or (info.id if info else 0),
+        schema_name="",
+        query=query or f"-- job {jid}",
+        state=state,
+        schema_version=version,
+        table_info=info,
+        db_info=db,
+    )
+
+
+def create_db(jid: int, version: int, name: str = "shop", db_id: int = DB_ID) -> DdlJob:
+    return job(
+        jid, Action.CREATE_SCHEMA, version, schema_id=db_id, db=DbInfo(db_id, name),
+        query=f"CREATE DATABASE {name}",
+    )  # fmt: skip
+
+
+def create_table(jid: int, version: int, info: TableInfo, db_id: int = DB_ID) -> DdlJob:
+    return job(jid, Action.CREATE_TABLE, version, schema_id=db_id, info=info,
+               query=f"CREATE TABLE {info.name} (...)")  # fmt: skip
+
+
+def alter(jid: int, version: int, info: TableInfo, action: int = Action.ADD_COLUMN) -> DdlJob:
+    return job(jid, action, version, info=info, query=f"ALTER TABLE {info.name} ...")
+
+
+T1 = table(40, "t", [col(1, "id", PK_INT), col(2, "a")])
+T1_B = table(40, "t", [col(1, "id", PK_INT), col(2, "a"), col(3, "b", VARCHAR)])
+
+
+def tracker(*jobs: DdlJob) -> SchemaTracker:
+    s = SchemaTracker()
+    for j in jobs:
+        s.apply(j)
+    return s
+
+
+def test_tables_are_looked_up_by_the_schema_version_they_had() -> None:
+    s = tracker(create_db(1, 1), create_table(2, 3, T1))
+    assert s.apply(alter(3, 5, T1_B)) == AppliedDdl("shop", "t")
+    assert s.version == 5
+    assert s.table_at(40, 3).sink.column_names == ("id", "a")
+    assert s.table_at(40, 4).sink.column_names == ("id", "a")
+    new = s.table_at(40, 9)
+    assert new.sink.column_names == ("id", "a", "b")
+    assert new.sink.qualified == "shop.t" and new.sink.primary_key == ("id",)
+    assert new.sink.column("b").mysql_type == "varchar(20)"
+    assert [c.id for c in new.columns.values()] == [1, 2, 3]
+    assert new.handle == (new.columns[1],)  # an int primary key is the row handle
+    with pytest.raises(UnknownTable, match="did not exist yet at schema version 2"):
+        s.table_at(40, 2)
+    with pytest.raises(UnknownTable, match="table id 41 is unknown"):
+        s.table_at(41, 9)
+
+
+def test_drop_and_truncate_and_rename() -> None:
+    t2 = table(50, "u", [col(1, "id", PK_INT)])
+    s = tracker(create_db(1, 1), create_table(2, 2, T1), create_table(3, 3, t2))
+    truncated = table(51, "u", [col(1, "id", PK_INT)])
+    trunc = job(4, Action.TRUNCATE_TABLE, 4, table_id=50, info=truncated)
+    assert s.apply(trunc) == AppliedDdl("shop", "u")
+    assert s.is_truncated(50) and not s.is_truncated(51)
+    assert s.table_at(51, 4).sink.qualified == "shop.u"
+    with pytest.raises(UnknownTable, match="table id 50 was dropped at schema version 4"):
+        s.table_at(50, 4)
+    assert s.table_at(50, 3).id == 50  # older binlogs still read with the old table
+
+    s.apply(create_db(5, 5, "archive", db_id=3))
+    renamed = table(40, "t_old", T1.columns)
+    assert s.apply(job(6, Action.RENAME_TABLE, 6, schema_id=3, info=renamed)) == AppliedDdl(
+        "archive", "t_old"
+    )
+    assert s.table_at(40, 6).sink.qualified == "archive.t_old"
+    assert s.table_at(40, 5).sink.qualified == "shop.t"
+    assert s.apply(job(7, Action.DROP_TABLE, 7, schema_id=3, table_id=40)) == AppliedDdl(
+        "archive", "t_old"
+    )
+    with pytest.raises(UnknownTable, match="dropped"):
+        s.table_at(40, 7)
+
+    assert s.apply(job(8, Action.DROP_SCHEMA, 8, schema_id=DB_ID)) == AppliedDdl("shop")
+    with pytest.raises(UnknownTable, match="dropped at schema version 8"):
+        s.table_at(51, 8)
+    assert s.database(DB_ID) is None and s.database(3) == DbInfo(3, "archive")
+
+
+def test_indexes_and_keys_reach_the_sink_table() -> None:
+    no_pk = table(60, "k", [col(1, "a"), col(2, "b"), col(3, "c")], pk_is_handle=False)
+    s = tracker(create_db(1, 1), create_table(2, 2, no_pk))
+    assert s.table_at(60, 2).sink.primary_key == () and s.table_at(60, 2).handle == (None,)
+    with_uk = table(
+        60, "k", no_pk.columns, pk_is_handle=False, indices=[index(1, "uk", ["b", "c"])]
+    )
+    s.apply(alter(3, 3, with_uk, Action.ADD_INDEX))
+    sink = s.table_at(60, 3).sink
+    assert [(u.name, u.columns) for u in sink.unique_keys] == [("uk", ("b", "c"))]
+    pk = index(2, "PRIMARY", ["a"], primary=True)
+    s.apply(
+        alter(
+            4,
+            4,
+            table(60, "k", no_pk.columns, pk_is_handle=False, indices=[pk]),
+            Action.ADD_PRIMARY_KEY,
+        )
+    )
+    assert s.table_at(60, 4).sink.primary_key == ("a",) and s.table_at(60, 4).sink.unique_keys == ()
+
+
+def test_clustered_primary_key_and_hidden_columns() -> None:
+    cols = [
+        col(1, "k", VARCHAR),
+        col(2, "n"),
+        col(3, "g", generated_expr="`n` + 1"),
+        col(4, "w", state=SchemaState.WRITE_ONLY),
+    ]
+    pk = index(1, "PRIMARY", ["k", "n"], primary=True)
+    clustered = table(70, "c", cols, pk_is_handle=False, indices=[pk], common=True)
+    t = tracker(create_db(1, 1), create_table(2, 2, clustered)).table_at(70, 2)
+    assert t.sink.column_names == ("k", "n")  # no generated, no write-only column
+    assert t.sink.primary_key == ("k", "n")
+    assert [c.name if c else None for c in t.handle] == ["k", "n"]
+
+
+def test_jobs_that_change_nothing_and_jobs_that_did_not_happen() -> None:
+    s = tracker(create_db(1, 1), create_table(2, 2, T1))
+    cancelled = alter(3, 3, T1_B)
+    cancelled = dataclasses.replace(cancelled, state=JobState.ROLLBACK_DONE)
+    assert s.apply(cancelled) is None and s.version == 2 and not s.is_applied(3)
+    lock = job(4, Action.LOCK_TABLE, 3, table_id=40)
+    assert s.apply(lock) is None and s.version == 3 and s.is_applied(4)
+    assert s.table_at(40, 3).sink.column_names == ("id", "a")
+
+
+def test_applying_twice_is_a_no_op_and_out_of_order_is_an_error() -> None:
+    create = create_table(2, 2, T1)
+    s = tracker(create_db(1, 1), create, alter(3, 4, T1_B))
+    assert s.apply(create) == AppliedDdl("shop", "t")  # the earlier result, nothing changes
+    assert s.table_at(40, 9).sink.column_names == ("id", "a", "b")
+    late = alter(9, 3, T1)
+    with pytest.raises(SchemaError, match=r"job 9 \(schema version 3\) arrived after .* version 4"):
+        s.apply(late)
+
+
+def test_a_job_that_does_not_fit_leaves_the_schema_untouched() -> None:
+    s = tracker(create_db(1, 1), create_table(2, 2, T1))
+    with pytest.raises(SchemaError, match="already exists"):
+        s.apply(create_table(3, 3, T1))
+    with pytest.raises(SchemaError, match="database id 9 is unknown"):
+        s.apply(create_table(4, 4, table(41, "x", [col(1, "id", PK_INT)]), db_id=9))
+    with pytest.raises(SchemaError, match="carries no table info"):
+        s.apply(job(5, Action.ADD_COLUMN, 5, table_id=40))
+    bad_key = table(40, "t", T1.columns, indices=[index(1, "uk", ["missing"])])
+    s.apply(alter(6, 6, bad_key, Action.ADD_INDEX))  # an index over unknown columns is ignored
+    assert s.table_at(40, 6).sink.unique_keys == ()
+    with pytest.raises(SchemaError, match="does not exist"):
+        s.apply(job(7, Action.DROP_TABLE, 7, table_id=99))
+    assert s.version == 6 and s.table_at(40, 9).sink.column_names == ("id", "a")
+    assert isinstance(SchemaError("x"), DrainerError) and not SchemaError("x").retriable
+
+
+def test_create_tables_in_one_job() -> None:
+    s = tracker(create_db(1, 1))
+    batch = job(2, Action.CREATE_TABLES, 2, table_id=0)
+    batch = dataclasses.replace(batch, multiple_table_infos=(T1, table(41, "v", T1.columns)))
+    assert s.apply(batch) == AppliedDdl("shop", "v")
+    assert s.table_at(41, 2).sink.qualified == "shop.v" and s.table_at(40, 2).id == 40
