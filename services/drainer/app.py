@@ -34,6 +34,8 @@ from coord.kv import Kv, KvError
 from registry.heartbeat import Heartbeat
 from registry.registry import NodeRegistry
 from registry.status import NodeKind, NodeState, NodeStatus
+from servicekit.net import bind, status_addr
+from servicekit.node import DirLock, resolve_node_id
 from services.drainer.api import CisternApi
 from services.drainer.checkpoint import FileCheckpoint, start_ts
 from services.drainer.collector import Collector
@@ -44,7 +46,6 @@ from services.drainer.http import routes
 from services.drainer.item import PulledBinlogItem
 from services.drainer.merge import Merger
 from services.drainer.metrics import DrainerMetrics
-from services.drainer.node import DirLock, resolve_node_id
 from services.drainer.output import Sink, make_sink
 from services.drainer.progress import Checkpointer
 from services.drainer.puller import Puller
@@ -75,23 +76,6 @@ class Started:
     http_port: int
     advertise_addr: str
     start_ts: int  # the checkpoint it started after
-
-
-def bind(addr: str) -> socket.socket:
-    host, port = split_host_port(addr)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    return sock
-
-
-def status_addr(cfg: DrainerConfig, grpc_port: int) -> tuple[str, int]:
-    """``status-addr``, else the gRPC host with the next port (or any port in tests)."""
-    if cfg.status_addr:
-        return split_host_port(cfg.status_addr)
-    host, port = split_host_port(cfg.addr)
-    return host, (port + 1 if port else 0)
 
 
 async def current_tso(kv: Kv, cluster_id: int) -> int:
@@ -258,7 +242,7 @@ async def _serve_edges(
     await server.start(sock=sock, ssl=server_context(cfg.security))
     stack.callback(server.close)
     ops = OpsServer(
-        *status_addr(cfg, sock.getsockname()[1]),
+        *status_addr(cfg.addr, cfg.status_addr),
         routes=routes(
             d.node_id, d.state, d.collector.positions, d.synced, lambda: d.checkpointer.saved_ts
         ),

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -29,13 +28,14 @@ from coord.etcd import EtcdKv
 from registry.heartbeat import Heartbeat
 from registry.registry import NodeRegistry
 from registry.status import NodeKind, NodeState, NodeStatus
+from servicekit.net import bind, status_addr
+from servicekit.node import DirLock, resolve_node_id
 from services.pump import lifecycle
 from services.pump.api import PumpApi, PumpBatchApi
 from services.pump.config import PumpConfig
 from services.pump.http import routes
 from services.pump.intake import Intake
 from services.pump.metrics import PumpMetrics
-from services.pump.node import DirLock, resolve_node_id
 from services.pump.state import Action, PumpState
 from services.pump.storage import RollbackResolver, Storage, StorageSettings, wall_clock_ts
 from settings import split_host_port
@@ -74,25 +74,6 @@ def storage_settings(cfg: PumpConfig) -> StorageSettings:
         max_txn_timeout=s.max_txn_timeout,
         stop_write_at_available_space=s.stop_write_at_available_space,
     )
-
-
-def bind(addr: str) -> socket.socket:
-    host, port = split_host_port(addr)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio enables TCP_NODELAY only on sockets that
-    # say so, and without it every small RPC waits for delayed ACKs (~40 ms).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    return sock
-
-
-def status_addr(cfg: PumpConfig, grpc_port: int) -> tuple[str, int]:
-    """``status-addr``, else the gRPC host with the next port (or any port in tests)."""
-    if cfg.status_addr:
-        return split_host_port(cfg.status_addr)
-    host, port = split_host_port(cfg.addr)
-    return host, (port + 1 if port else 0)
 
 
 @dataclass
@@ -242,7 +223,7 @@ async def serve(
             await server.start(sock=sock, ssl=server_context(cfg.security))
             stack.callback(server.close)
             ops = OpsServer(
-                *status_addr(cfg, grpc_port),
+                *status_addr(cfg.addr, cfg.status_addr),
                 routes=routes(node_id, state, registry, storage, wall_clock_ts, pump.trigger_gc),
                 registry=metrics.registry,
                 ready_fn=lambda: state.state is NodeState.ONLINE,

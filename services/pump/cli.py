@@ -6,62 +6,12 @@ prewrites, finish, record ``paused``); a second one exits at once.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import os
-import signal
-import sys
 from collections.abc import Sequence
 
-import uvloop
-
+from servicekit.main import run_service
 from services.pump.app import serve
 from services.pump.config import PumpConfig
-from settings import SettingsError, dump, load
-from telemetry import configure_logging
-
-log = logging.getLogger("services.pump")
-
-
-async def _main(cfg: PumpConfig) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
-
-    def on_signal() -> None:
-        if stop.is_set():
-            log.warning("second signal: exiting now")
-            main.cancel()
-        else:
-            stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
-    await serve(cfg, stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        cfg = load(
-            PumpConfig,
-            sys.argv[1:] if argv is None else argv,
-            os.environ,
-            "PUMP",
-            prog="binlog-pump",
-        )
-    except SettingsError as e:
-        print(f"binlog-pump: {e}", file=sys.stderr)
-        return 2
-    configure_logging(
-        cfg.log_level, "json" if cfg.log_format == "json" else "text", cfg.log_file or None
-    )
-    log.info("effective configuration:\n%s", dump(cfg))
-    try:
-        uvloop.run(_main(cfg))
-    except asyncio.CancelledError:
-        return 1
-    except Exception:
-        log.exception("pump failed")
-        return 1
-    return 0
+    return run_service("binlog-pump", PumpConfig, "PUMP", serve, argv)

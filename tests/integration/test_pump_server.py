@@ -161,7 +161,7 @@ async def test_restart_keeps_node_id_and_data(tmp_path: Path, etcd: EtcdProcess)
 async def test_second_process_on_same_data_dir_is_refused(
     tmp_path: Path, etcd: EtcdProcess
 ) -> None:
-    from services.pump.node import DataDirBusy
+    from servicekit.node import DataDirBusy
 
     cfg = pump_config(tmp_path / "p", etcd.endpoint)
     async with running_pump(cfg):

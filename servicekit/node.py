@@ -1,11 +1,12 @@
-"""Node identity and exclusive ownership of the drainer's data directory.
+"""Node identity and exclusive ownership of a service's data directory.
 
 Invariant: one process at a time owns a data directory (``.lock`` is flock'ed
-for the process's lifetime, so two drainers never share a checkpoint), and a
-drainer keeps its node id across restarts: read from ``<data-dir>/.node``, else
-taken from configuration, else ``hostname:port``, then written back. A stable
-id matters: pumps wait for the checkpoint of every non-offline drainer record,
-so a drainer that came back under a new id would leave a stale record behind.
+for the process's lifetime, so two pumps never share a value log and two
+drainers never share a checkpoint), and a node keeps its id across restarts:
+it is read from ``<data-dir>/.node``, else taken from configuration, else made
+from ``hostname:port``, and then written back. A stable id matters: pumps wait
+for every non-offline drainer record, so a node that came back under a new id
+would leave a stale record behind.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import os
 import socket
 from pathlib import Path
 
-from services.drainer.errors import DrainerError
 
-
-class DataDirBusy(DrainerError):
+class DataDirBusy(Exception):
     """Another process holds the data directory."""
+
+    retriable = False
 
 
 def resolve_node_id(data_dir: Path, configured: str, port: int) -> str:

@@ -1,0 +1,5 @@
+"""What every long-running service process shares: node identity and the
+data-directory lock (``servicekit.node``), listening sockets and the status
+address rule (``servicekit.net``), and the signal-driven main
+(``servicekit.main``). Services never import each other; they share this.
+"""
