@@ -13,17 +13,17 @@ import asyncio
 import itertools
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import uvloop
 
-from bench.cluster import etcd, peak_rss_mib, pump
 from coord.cluster_id import read_cluster_id
 from coord.etcd import EtcdKv
 from pumpclient import PumpsClient
+from services.demo.cluster import DemoCluster
+from services.demo.procs import Supervisor
 from services.pump.storage.record import encode_batch
 from wire.binlog import Binlog, BinlogType
 
@@ -75,6 +75,26 @@ async def drive(etcd_url: str, batch: bool, writers: int, seconds: float, base: 
             return done / (time.perf_counter() - t0)
 
 
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident set (VmHWM), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def measure(work: Path, writers: int, seconds: float) -> tuple[float, float, float]:
+    """(unary, batched) binlogs/s against one pump process, and its peak RSS in MiB."""
+    root = work / "cluster"
+    root.mkdir()
+    async with DemoCluster(root, Supervisor(root)) as cluster:
+        etcd = await cluster.start_etcd()
+        (pump,) = await cluster.start_pumps(1)
+        unary = await drive(etcd.url, False, writers, seconds / 2, 1 << 40)
+        batched = await drive(etcd.url, True, writers, seconds, 1 << 41)
+        return unary, batched, peak_rss_mib(pump.child.pid)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=8.0)
@@ -83,12 +103,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-pump-") as tmp:
         work = Path(tmp)
         baseline = raw_baseline(work, total=200_000, batch=512)
-        with etcd(work) as url, pump(work, "pump", url) as proc:
-            import uvloop
-
-            unary = uvloop.run(drive(url, False, args.writers, args.seconds / 2, 1 << 40))
-            batched = uvloop.run(drive(url, True, args.writers, args.seconds, 1 << 41))
-            rss = peak_rss_mib(proc.pid)
+        unary, batched, rss = uvloop.run(measure(work, args.writers, args.seconds))
     print(
         json.dumps(
             {

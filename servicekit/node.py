@@ -11,10 +11,17 @@ would leave a stale record behind.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+
+from servicekit.net import bind
+from settings import split_host_port
 
 
 class DataDirBusy(Exception):
@@ -62,3 +69,29 @@ class DirLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+@dataclass(frozen=True)
+class ClaimedNode:
+    """A node's identity and its bound gRPC socket, held for the process's life."""
+
+    node_id: str
+    sock: socket.socket
+    grpc_port: int
+    advertise: str
+
+
+@asynccontextmanager
+async def claim_node(
+    data_dir: Path, addr: str, advertise_addr: str, configured_id: str
+) -> AsyncIterator[ClaimedNode]:
+    """Bind ``addr`` (to learn the real port), lock ``data_dir`` and resolve the
+    node id; the socket closes and the lock is released on exit."""
+    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
+    sock = bind(addr)
+    grpc_port = sock.getsockname()[1]
+    host, _ = split_host_port(addr)
+    advertise = advertise_addr or f"{host}:{grpc_port}"
+    with sock, DirLock(data_dir):
+        node_id = resolve_node_id(data_dir, configured_id, grpc_port)
+        yield ClaimedNode(node_id, sock, grpc_port, advertise)

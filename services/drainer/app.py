@@ -34,8 +34,8 @@ from coord.kv import Kv, KvError
 from registry.heartbeat import Heartbeat
 from registry.registry import NodeRegistry
 from registry.status import NodeKind, NodeState, NodeStatus
-from servicekit.net import bind, status_addr
-from servicekit.node import DirLock, resolve_node_id
+from servicekit.net import status_addr
+from servicekit.node import claim_node
 from services.drainer.api import CisternApi
 from services.drainer.checkpoint import FileCheckpoint, start_ts
 from services.drainer.collector import Collector
@@ -51,7 +51,6 @@ from services.drainer.progress import Checkpointer
 from services.drainer.puller import Puller
 from services.drainer.state import DrainerState
 from services.drainer.syncer import Syncer
-from settings import split_host_port
 from telemetry.grpcauth import enforce_allowed_cn
 from telemetry.http import OpsServer
 from telemetry.logs import ContextAdapter
@@ -134,13 +133,8 @@ async def serve(
     (``paused`` or ``offline``).
     """
     data_dir = Path(cfg.data_dir)
-    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
-    sock = bind(cfg.addr)
-    grpc_port = sock.getsockname()[1]
-    host, _ = split_host_port(cfg.addr)
-    advertise = cfg.advertise_addr or f"{host}:{grpc_port}"
-    with sock, DirLock(data_dir):
-        node_id = resolve_node_id(data_dir, cfg.node_id, grpc_port)
+    async with claim_node(data_dir, cfg.addr, cfg.advertise_addr, cfg.node_id) as node:
+        node_id, sock, advertise = node.node_id, node.sock, node.advertise
         ctx = ContextAdapter(log, {"node_id": node_id})
         async with AsyncExitStack() as stack:
             kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))

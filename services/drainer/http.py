@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
-from services.drainer.state import Action, DrainerState, StateError
-from telemetry.http import ApiError, json_response
+from servicekit.ops import add_state_route
+from services.drainer.state import DrainerState
+from telemetry.http import json_response
 
 
 def routes(
@@ -42,25 +43,5 @@ def routes(
             }
         )
 
-    @r.put("/state/{node_id}/{action}")
-    async def apply_state(request: web.Request) -> web.Response:
-        target, name = request.match_info["node_id"], request.match_info["action"]
-        if target != node_id:
-            raise ApiError(404, f"this is drainer {node_id}, not {target}")
-        try:
-            action = Action(name)
-        except ValueError:
-            raise ApiError(400, f"unknown action {name!r}; use pause or close") from None
-        try:
-            new_state = state.request(action)
-        except StateError as e:
-            raise ApiError(409, str(e)) from e
-        return json_response(
-            {
-                "message": f"apply action {action.value} success!",
-                "code": 200,
-                "state": new_state.value,
-            }
-        )
-
+    add_state_route(r, "drainer", node_id, state.request)
     return r

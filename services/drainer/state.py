@@ -12,20 +12,15 @@ is recorded only by an operator's ``close``.
 from __future__ import annotations
 
 import asyncio
-import enum
 
 from registry.status import NodeState
+from servicekit.ops import Action, ActionRefused
 from services.drainer.errors import DrainerError
 
-
-class Action(enum.StrEnum):
-    """What an operator may ask a running drainer (``PUT /state/{id}/{action}``)."""
-
-    PAUSE = "pause"
-    CLOSE = "close"
+__all__ = ["Action", "DrainerState", "StateError"]
 
 
-class StateError(DrainerError):
+class StateError(DrainerError, ActionRefused):
     """The requested action is not allowed in the current state."""
 
 

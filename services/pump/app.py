@@ -28,8 +28,8 @@ from coord.etcd import EtcdKv
 from registry.heartbeat import Heartbeat
 from registry.registry import NodeRegistry
 from registry.status import NodeKind, NodeState, NodeStatus
-from servicekit.net import bind, status_addr
-from servicekit.node import DirLock, resolve_node_id
+from servicekit.net import status_addr
+from servicekit.node import claim_node
 from services.pump import lifecycle
 from services.pump.api import PumpApi, PumpBatchApi
 from services.pump.config import PumpConfig
@@ -38,7 +38,6 @@ from services.pump.intake import Intake
 from services.pump.metrics import PumpMetrics
 from services.pump.state import Action, PumpState
 from services.pump.storage import RollbackResolver, Storage, StorageSettings, wall_clock_ts
-from settings import split_host_port
 from telemetry.grpcauth import enforce_allowed_cn
 from telemetry.http import OpsServer
 from telemetry.logs import ContextAdapter
@@ -184,13 +183,13 @@ async def serve(
     Returns the state recorded at exit (``paused`` or ``offline``).
     """
     data_dir = Path(cfg.data_dir)
-    await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
-    sock = bind(cfg.addr)
-    grpc_port = sock.getsockname()[1]
-    host, _ = split_host_port(cfg.addr)
-    advertise = cfg.advertise_addr or f"{host}:{grpc_port}"
-    with sock, DirLock(data_dir):
-        node_id = resolve_node_id(data_dir, cfg.node_id, grpc_port)
+    async with claim_node(data_dir, cfg.addr, cfg.advertise_addr, cfg.node_id) as node:
+        node_id, sock, grpc_port, advertise = (
+            node.node_id,
+            node.sock,
+            node.grpc_port,
+            node.advertise,
+        )
         ctx = ContextAdapter(log, {"node_id": node_id})
         async with AsyncExitStack() as stack:
             kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))

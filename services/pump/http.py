@@ -15,7 +15,8 @@ from aiohttp import web
 
 from registry.registry import NodeRegistry
 from registry.status import NodeKind
-from services.pump.state import Action, PumpState, StateError
+from servicekit.ops import add_state_route
+from services.pump.state import PumpState
 from services.pump.storage import Storage
 from telemetry.http import ApiError, json_response
 from wire.binlog import Binlog, BinlogType, PrewriteValue
@@ -73,26 +74,7 @@ def routes(
             {"status": pumps, "CommitTS": latest_ts(), "Checkpoint": {}, "ErrMsg": ""}
         )
 
-    @r.put("/state/{node_id}/{action}")
-    async def apply_state(request: web.Request) -> web.Response:
-        target, name = request.match_info["node_id"], request.match_info["action"]
-        if target != node_id:
-            raise ApiError(404, f"this is pump {node_id}, not {target}")
-        try:
-            action = Action(name)
-        except ValueError:
-            raise ApiError(400, f"unknown action {name!r}; use pause or close") from None
-        try:
-            new_state = state.request(action)
-        except StateError as e:
-            raise ApiError(409, str(e)) from e
-        return json_response(
-            {
-                "message": f"pump {node_id} is {new_state.value}",
-                "code": 200,
-                "state": new_state.value,
-            }
-        )
+    add_state_route(r, "pump", node_id, state.request)
 
     @r.get("/drainers")
     async def drainers(_: web.Request) -> web.Response:

@@ -11,22 +11,15 @@ has gone offline, so transactions already in flight can finish.
 from __future__ import annotations
 
 import asyncio
-import enum
 
 from registry.status import NodeState
+from servicekit.ops import Action, ActionRefused
+
+__all__ = ["Action", "PumpState", "StateError"]
 
 
-class Action(enum.StrEnum):
-    """What an operator may ask a running pump to do (``PUT /state/{id}/{action}``)."""
-
-    PAUSE = "pause"
-    CLOSE = "close"
-
-
-class StateError(Exception):
+class StateError(ActionRefused):
     """The requested action is not allowed in the current state."""
-
-    retriable = False
 
 
 class PumpState:
