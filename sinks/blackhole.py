@@ -14,8 +14,9 @@ from sinks.model import SinkError, Txn, pending
 
 
 class BlackholeSink:
-    def __init__(self, checkpoint: int | None = None) -> None:
+    def __init__(self, checkpoint: int | None = None, *, safe_mode: bool = False) -> None:
         self._checkpoint = checkpoint
+        self.safe_mode = safe_mode  # nothing to make safe; kept for the Sink protocol
         self._closed = False
         self.txns = 0  # transactions with rows
         self.rows = 0

@@ -208,8 +208,24 @@ def pending(txns: Sequence[Txn], checkpoint: int | None) -> list[Txn]:
     return [t for t in txns if checkpoint is None or t.commit_ts > checkpoint]
 
 
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    """What every sink is opened with; scheme-specific settings travel in the sink URL."""
+
+    cluster_id: int  # the upstream cluster ID: the key of the checkpoint row
+    safe_mode: bool = False  # INSERT as REPLACE, UPDATE as DELETE + REPLACE
+    worker_count: int = 16  # downstream connections of sinks that apply in parallel
+    batch_size: int = 20  # row changes per downstream statement batch of such sinks
+
+
 class Sink(Protocol):
-    """A downstream that applies whole upstream transactions and keeps its checkpoint."""
+    """A downstream that applies whole upstream transactions and keeps its checkpoint.
+
+    ``safe_mode`` may be switched between batches (the drainer keeps it on for the first
+    minutes after a start, so replays of rows applied before a crash are harmless).
+    """
+
+    safe_mode: bool
 
     async def apply(self, txns: Sequence[Txn]) -> None:
         """Apply a batch of whole transactions in commit order, then move the checkpoint to the

@@ -11,19 +11,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
 from sinks.blackhole import BlackholeSink
-from sinks.model import Sink, SinkError
+from sinks.model import Sink, SinkError, SinkOptions
 from sinks.sqlite import SqliteSink
-
-
-@dataclass(frozen=True, slots=True)
-class SinkOptions:
-    cluster_id: int  # the upstream cluster ID: the key of the checkpoint row
-    safe_mode: bool = False  # INSERT as REPLACE, UPDATE as DELETE + REPLACE
-
 
 Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]
 
@@ -36,7 +28,7 @@ async def _sqlite(url: SplitResult, options: SinkOptions) -> Sink:
 
 
 async def _blackhole(url: SplitResult, options: SinkOptions) -> Sink:
-    return BlackholeSink()
+    return BlackholeSink(safe_mode=options.safe_mode)
 
 
 OPENERS: dict[str, Opener] = {"sqlite": _sqlite, "blackhole": _blackhole}
