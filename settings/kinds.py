@@ -49,6 +49,8 @@ DAYS_OR_DURATION = Kind(
 """Seconds (float) from a number of days (``7``) or a duration (``"8h"``)."""
 STR_LIST = Kind("LIST", parsers.parse_str_list, list)
 """``tuple[str, ...]`` from a TOML array or ``"a,b,c"``."""
+INT_LIST = Kind("INTS", parsers.parse_int_list, list)
+"""``tuple[int, ...]`` from a TOML array or ``"1,2,3"``."""
 URL_LIST = Kind("URLS", parsers.parse_url_list, list)
 """``tuple[str, ...]`` of http(s) URLs from a TOML array or ``"http://a:2379,http://b:2379"``."""
 HOST_PORT = Kind("HOST:PORT", parsers.parse_host_port)

@@ -173,6 +173,16 @@ def parse_str_list(value: object) -> tuple[str, ...]:
     raise ValueError(f"expected a list of strings or a comma-separated string, got {value!r}")
 
 
+def parse_int_list(value: object) -> tuple[int, ...]:
+    """A TOML array of integers or a comma-separated string of them."""
+    items: list[object] = list(parse_str_list(value) if isinstance(value, str) else ())
+    if not isinstance(value, str):
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"expected a list of integers, got {value!r}")
+        items = list(value)
+    return tuple(parse_int(item) for item in items)
+
+
 def parse_url_list(value: object) -> tuple[str, ...]:
     """Like ``parse_str_list``, each item an ``http://`` or ``https://`` URL with a host."""
     urls = parse_str_list(value)

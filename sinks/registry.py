@@ -3,6 +3,7 @@
 * ``sqlite://PATH``: the file ``PATH`` (``sqlite:///abs/x.db`` is ``/abs/x.db``,
   ``sqlite://x.db`` is ``x.db`` relative to the working directory, ``sqlite://:memory:``).
 * ``blackhole://``: counts and drops.
+* ``print://``: one line per row change and DDL on stdout.
 
 The sink is closed when the context ends, whatever happened inside it.
 """
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from sinks.blackhole import BlackholeSink
 from sinks.model import Sink, SinkError, SinkOptions
+from sinks.printer import PrintSink
 from sinks.sqlite import SqliteSink
 
 Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]
@@ -31,7 +33,21 @@ async def _blackhole(url: SplitResult, options: SinkOptions) -> Sink:
     return BlackholeSink(safe_mode=options.safe_mode)
 
 
-OPENERS: dict[str, Opener] = {"sqlite": _sqlite, "blackhole": _blackhole}
+async def _print(url: SplitResult, options: SinkOptions) -> Sink:
+    return PrintSink(safe_mode=options.safe_mode)
+
+
+OPENERS: dict[str, Opener] = {"sqlite": _sqlite, "blackhole": _blackhole, "print": _print}
+
+
+def redact(url: str) -> str:
+    """``url`` with its password masked, for logs and errors."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:******@{host}"))
 
 
 def scheme_of(url: str) -> str:

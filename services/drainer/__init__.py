@@ -2,7 +2,8 @@
 
 Modules, from the wire inwards: ``api`` (gRPC ``binlog.Cistern``: Notify),
 ``http`` (ops API), ``collector`` (follows pump records, one ``puller`` per
-pump), ``feed`` (the merge loop around the pure ``merge.Merger``), ``syncer``
-(applies to the ``output.Sink``), ``progress`` and ``checkpoint`` (the
-checkpoint and where it is kept), ``app`` (composition root), ``cli``.
+pump), ``feed`` (the merge loop around the pure ``merge.Merger``), ``convert``
+(binlog -> ``sinks.model.Txn`` through ``translate``, ``schema`` and the table
+filter), ``syncer`` (batches into the sink), ``progress`` and ``checkpoint``
+(the checkpoint and where it is kept), ``app`` (composition root), ``cli``.
 """

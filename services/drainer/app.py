@@ -2,7 +2,8 @@
 duties in one TaskGroup, and stops in two stages.
 
 Start order: bind the gRPC socket (to learn the real port) -> node id and
-data-dir lock -> etcd, cluster ID, registry -> checkpoint (saved, else
+data-dir lock -> etcd, cluster ID, registry -> DDL history and downstream ->
+checkpoint (the downstream's own, else the savepoint file, else
 ``initial-commit-ts``, -1 asking the TSO) -> merge, collector, syncer ->
 first pump listing applied -> gRPC ``Cistern`` and HTTP servers -> register
 online (heartbeat every second, ``maxCommitTS`` = saved checkpoint).
@@ -17,10 +18,11 @@ with that checkpoint.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ from grpclib.server import Server
 from coord.cluster_id import ensure_cluster_id
 from coord.etcd import EtcdKv
 from coord.kv import Kv, KvError
+from ddlhistory import DdlHistory, KvDdlHistory, TidbHttpDdlHistory
 from registry.heartbeat import Heartbeat
 from registry.registry import NodeRegistry
 from registry.status import NodeKind, NodeState, NodeStatus
@@ -40,17 +43,20 @@ from services.drainer.api import CisternApi
 from services.drainer.checkpoint import FileCheckpoint, start_ts
 from services.drainer.collector import Collector
 from services.drainer.config import DrainerConfig
-from services.drainer.errors import DrainerError
+from services.drainer.convert import Converter
+from services.drainer.errors import DrainerError, SinkError
 from services.drainer.feed import Inbox, MergeFeed
 from services.drainer.http import routes
 from services.drainer.item import PulledBinlogItem
 from services.drainer.merge import Merger
 from services.drainer.metrics import DrainerMetrics
-from services.drainer.output import Sink, make_sink
 from services.drainer.progress import Checkpointer
 from services.drainer.puller import Puller
 from services.drainer.state import DrainerState
 from services.drainer.syncer import Syncer
+from sinks.model import Sink, SinkOptions
+from sinks.model import SinkError as DownstreamError
+from sinks.registry import open_sink, redact
 from telemetry.grpcauth import enforce_allowed_cn
 from telemetry.http import OpsServer
 from telemetry.logs import ContextAdapter
@@ -129,7 +135,7 @@ async def serve(
 ) -> NodeState:
     """Run a drainer until ``stop`` is set or an operator pauses/closes it.
 
-    ``sink`` overrides ``syncer.sink-uri``. Returns the state recorded at exit
+    ``sink`` overrides the configured downstream. Returns the state recorded at exit
     (``paused`` or ``offline``).
     """
     data_dir = Path(cfg.data_dir)
@@ -139,23 +145,30 @@ async def serve(
         async with AsyncExitStack() as stack:
             kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))
             cluster_id = await ensure_cluster_id(kv)
+            history = await stack.enter_async_context(_open_history(cfg.syncer.ddl_history, kv))
+            if sink is None:
+                sink = await _open_sink(stack, cfg, cluster_id)
             store = FileCheckpoint(data_dir)
-            first, loaded = await start_ts(
-                store, cfg.initial_commit_ts, lambda: current_tso(kv, cluster_id)
-            )
-            if loaded:
-                ctx.info("resuming after checkpoint %d (consistent=%s)", first, store.consistent)
-            else:
-                await store.save(first, False)  # a crash before the first save must not move it
-                ctx.info("no checkpoint yet; starting after commit ts %d", first)
+            first = await _first_ts(cfg, store, sink, lambda: current_tso(kv, cluster_id), ctx)
             checkpointer = Checkpointer(store, first, interval=cfg.checkpoint_interval)
             merged: asyncio.Queue[PulledBinlogItem] = asyncio.Queue(cfg.cache_binlog_count)
             feed = MergeFeed(Merger(first), merged)
             client_ssl = client_context(cfg.security, check_hostname=False)
+            converter = Converter(
+                history, cfg.syncer.table_filter(), cfg.syncer.ignore_txn_commit_ts
+            )
 
             def make_puller(pump_id: str, addr: str, from_ts: int, inbox: Inbox) -> Puller:
                 return Puller(pump_id, addr, cluster_id, from_ts, inbox, ssl_context=client_ssl)
 
+            syncer = Syncer(
+                merged,
+                sink,
+                checkpointer,
+                converter.convert,
+                batch_rows=cfg.syncer.effective_batch_rows(),
+                safe_mode=cfg.syncer.safe_mode,
+            )
             drainer = Drainer(
                 cfg=cfg,
                 node_id=node_id,
@@ -164,12 +177,66 @@ async def serve(
                 registry=NodeRegistry(kv),
                 collector=Collector(kv, feed, make_puller, detect_interval=cfg.detect_interval),
                 feed=feed,
-                syncer=Syncer(merged, sink or make_sink(cfg.syncer.sink_uri), checkpointer),
+                syncer=syncer,
                 checkpointer=checkpointer,
             )
             final = await _run(drainer, sock, stop, stack, started, cluster_id, first)
             ctx.info("stopped at checkpoint %d; recorded state %s", checkpointer.saved_ts, final)
             return final
+
+
+@contextlib.asynccontextmanager
+async def _open_history(source: str, kv: Kv) -> AsyncIterator[DdlHistory]:
+    """The DDL history: ours in etcd, or a TiDB server's HTTP API."""
+    if not source:
+        yield KvDdlHistory(kv)
+        return
+    async with TidbHttpDdlHistory.connect(source) as history:
+        yield history
+
+
+async def _open_sink(stack: AsyncExitStack, cfg: DrainerConfig, cluster_id: int) -> Sink:
+    url = cfg.syncer.sink_url(cfg.data_dir)
+    options = SinkOptions(
+        cluster_id,
+        safe_mode=True,  # the syncer sets it before every batch
+        worker_count=cfg.syncer.worker_count,
+        batch_size=cfg.syncer.txn_batch,
+    )
+    try:
+        sink = await stack.enter_async_context(open_sink(url, options))
+    except DownstreamError as e:
+        raise SinkError(
+            f"cannot open the downstream {redact(url)}: {e}", retriable=e.retriable
+        ) from e
+    log.info("downstream %s", redact(url))
+    return sink
+
+
+async def _first_ts(
+    cfg: DrainerConfig,
+    store: FileCheckpoint,
+    sink: Sink,
+    tso_now: Callable[[], Awaitable[int]],
+    ctx: ContextAdapter,
+) -> int:
+    """Where to start: the sink's own checkpoint (it holds the data), else the savepoint file,
+    else ``initial-commit-ts`` (-1: the current TSO time). The savepoint file is brought to
+    it, so a crash before the first periodic save cannot move it."""
+    saved = await store.load()
+    downstream = await sink.checkpoint()
+    if downstream is not None:
+        first = downstream
+        ctx.info("resuming after the downstream's checkpoint %d (savepoint file: %s)", first, saved)
+    else:
+        first, loaded = await start_ts(store, cfg.initial_commit_ts, tso_now)
+        if loaded:
+            ctx.info("resuming after checkpoint %d (consistent=%s)", first, store.consistent)
+        else:
+            ctx.info("no checkpoint yet; starting after commit ts %d", first)
+    if saved != first:
+        await store.save(first, False)
+    return first
 
 
 async def _run(

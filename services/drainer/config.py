@@ -3,33 +3,137 @@
 Precedence: defaults < ``--config`` TOML file < environment < flags. Every
 problem is reported at once by the shared loader (``settings.load``). Keys
 tidb-binlog does not have: ``status-addr`` (HTTP on its own port),
-``heartbeat-interval`` and ``checkpoint-interval`` (fixed at 1 s and 3 s there)
-and ``syncer.sink-uri`` (the sink, chosen by URL scheme).
+``heartbeat-interval`` and ``checkpoint-interval`` (fixed at 1 s and 3 s there),
+``syncer.sink-uri`` (the downstream as a URL, overriding ``db-type`` and ``[syncer.to]``),
+``syncer.batch-rows``, ``syncer.ddl-history`` and ``syncer.to.consistent``.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from settings import (
     DURATION,
     HOST_PORT,
+    INT_LIST,
+    STR_LIST,
     URL_LIST,
     SecuritySettings,
     choice,
     group,
     setting,
+    tables,
 )
+from sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter
+
+DB_TYPES = ("mysql", "tidb", "file", "pb", "sqlite", "print", "blackhole")
+
+
+@dataclass(frozen=True)
+class TableRule:
+    """One ``[[syncer.replicate-do-table]]`` / ``[[syncer.ignore-table]]`` entry."""
+
+    db_name: str = setting("", "schema name or ~regex")
+    tbl_name: str = setting("", "table name or ~regex")
+
+    def validate(self) -> Iterator[tuple[str, str]]:
+        if not self.db_name:
+            yield "db-name", "required"
+        if not self.tbl_name:
+            yield "tbl-name", "required"
+
+
+@dataclass(frozen=True)
+class ToConfig:
+    """``[syncer.to]``: the downstream, when ``sink-uri`` does not name it."""
+
+    host: str = setting("127.0.0.1", "MySQL/TiDB host")
+    port: int = setting(3306, "MySQL/TiDB port")
+    user: str = setting("root", "MySQL/TiDB user")
+    password: str = setting("", "MySQL/TiDB password", secret=True)
+    consistent: bool = setting(
+        True,
+        "MySQL: each batch of whole upstream transactions commits together with the checkpoint "
+        "(false: parallel workers, partial batches may be visible after a crash)",
+    )
+    dir: str = setting("", "file sink: directory of the binlog files (default: data-dir)")
+    retention_time: int = setting(0, "file sink: days to keep binlog files (0 = forever)")
+    path: str = setting("", "sqlite: database file (default: <data-dir>/downstream.db)")
 
 
 @dataclass(frozen=True)
 class SyncerConfig:
-    """``[syncer]``: where merged binlogs go."""
+    """``[syncer]``: what is replicated and where it goes."""
 
     sink_uri: str = setting(
-        "print://", "sink by URL scheme: print:// (one line per binlog), blackhole://"
+        "",
+        "downstream as a URL (mysql://user:pw@host:port/?consistent=true, sqlite:///path, "
+        "file:///dir, print://, blackhole://); empty = built from db-type and [syncer.to]",
     )
+    db_type: str = setting(
+        "mysql", "downstream kind when sink-uri is empty", kind=choice(*DB_TYPES)
+    )
+    txn_batch: int = setting(20, "row changes per downstream statement batch (parallel mode)")
+    worker_count: int = setting(
+        16, "downstream connections (parallel mode)", flag=("-c", "--worker-count")
+    )
+    batch_rows: int = setting(
+        0, "row changes per batch handed to the sink; 0 = txn-batch x worker-count x 3"
+    )
+    safe_mode: bool = setting(
+        False, "INSERT as REPLACE, UPDATE as DELETE + REPLACE (always on for 5 min after a start)"
+    )
+    ignore_txn_commit_ts: tuple[int, ...] = setting(
+        (), "commit ts of transactions to skip", kind=INT_LIST
+    )
+    ignore_schemas: tuple[str, ...] = setting(
+        DEFAULT_IGNORE_DBS, "schemas never replicated (names or ~regex)", kind=STR_LIST
+    )
+    replicate_do_db: tuple[str, ...] = setting(
+        (), "replicate only these schemas (and replicate-do-table)", kind=STR_LIST
+    )
+    replicate_do_table: tuple[TableRule, ...] = tables(TableRule, "replicate only these tables")
+    ignore_table: tuple[TableRule, ...] = tables(TableRule, "tables never replicated")
+    ddl_history: str = setting(
+        "",
+        "where DDL jobs come from: empty = the history in etcd (pd-urls), "
+        "or a TiDB status URL such as http://tidb:10080",
+    )
+    to: ToConfig = group(ToConfig, "the downstream")
+
+    def table_filter(self) -> TableFilter:
+        return TableFilter(
+            do_dbs=self.replicate_do_db,
+            do_tables=[(r.db_name, r.tbl_name) for r in self.replicate_do_table],
+            ignore_dbs=self.ignore_schemas,
+            ignore_tables=[(r.db_name, r.tbl_name) for r in self.ignore_table],
+        )
+
+    def effective_batch_rows(self) -> int:
+        return self.batch_rows or self.txn_batch * self.worker_count * 3
+
+    def sink_url(self, data_dir: str) -> str:
+        """``sink-uri``, or the URL ``db-type`` and ``[syncer.to]`` describe."""
+        if self.sink_uri:
+            return self.sink_uri
+        to, kind = self.to, self.db_type
+        if kind in ("mysql", "tidb"):
+            host = to.host if to.host != "127.0.0.1" else os.environ.get("MYSQL_HOST", to.host)
+            auth = quote(to.user, safe="") + (
+                ":" + quote(to.password, safe="") if to.password else ""
+            )
+            consistent = "true" if to.consistent else "false"
+            return f"mysql://{auth}@{host}:{to.port}/?consistent={consistent}"
+        if kind in ("file", "pb"):
+            where = os.path.abspath(to.dir or data_dir)
+            return f"file://{where}?retention-time={to.retention_time}"
+        if kind == "sqlite":
+            return "sqlite://" + os.path.abspath(to.path or os.path.join(data_dir, "downstream.db"))
+        return f"{kind}://"
 
 
 @dataclass(frozen=True)
@@ -101,3 +205,21 @@ class DrainerConfig:
                 yield key, "must be positive"
         if self.cache_binlog_count < 1:
             yield "cache-binlog-count", "must be at least 1"
+        yield from self._validate_syncer()
+
+    def _validate_syncer(self) -> Iterator[tuple[str, str]]:
+        syncer = self.syncer
+        for key, value in (
+            ("syncer.txn-batch", syncer.txn_batch),
+            ("syncer.worker-count", syncer.worker_count),
+        ):
+            if value < 1:
+                yield key, "must be at least 1"
+        if syncer.batch_rows < 0:
+            yield "syncer.batch-rows", "must be 0 (automatic) or positive"
+        try:
+            syncer.table_filter()
+        except FilterError as e:
+            yield "syncer", str(e)
+        if syncer.sink_uri and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", syncer.sink_uri):
+            yield "syncer.sink-uri", "must be a URL such as mysql://root@127.0.0.1:3306/"

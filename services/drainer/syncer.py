@@ -1,9 +1,26 @@
-"""Applying merged binlogs to the sink, one at a time, in commit-ts order.
+"""Turning merged binlogs into transactions and applying them to the sink in batches.
 
-Invariant: the checkpoint advances over a binlog only after the sink accepted
-it (``await sink.apply`` returned); a fake binlog has nothing to apply and
-advances it at once. A sink error stops the syncer (and the drainer) with the
-checkpoint still below the failed binlog.
+Two duties run side by side: *convert* takes merged binlogs in commit-ts order and turns each
+into a ``Txn`` (``convert.Converter``) into a buffer bounded by row count; *apply* takes
+everything buffered (up to ``batch_rows`` row changes, at least one transaction) and hands it
+to the sink as one batch. Under load the buffer fills while the sink works, so batches grow
+and the downstream sees few, large transactions; when idle a lone transaction goes at once.
+
+Invariants:
+
+* the checkpoint passes a binlog only after the sink accepted the batch holding it (the sink
+  keeps its own checkpoint in the same downstream transaction, the drainer's file checkpoint
+  follows), and the merged queue's ``task_done`` is called only then, so ``drain`` waits for
+  everything merged to be applied;
+* markers (fake, filtered and ignored binlogs) only move the checkpoint: inside a batch only
+  a trailing one is kept, since a batch moves the sink's checkpoint to its last commit ts;
+* a sink error that may pass (``retriable``) is retried with backoff for as long as it takes,
+  without losing or reordering anything; any other error, and any conversion error, stops
+  the drainer with nothing after the failing binlog applied or checkpointed.
+
+Safe mode is forced on for ``safe_mode_window`` seconds after the start (tidb-binlog: 5 min),
+so rows applied before a crash but after the checkpoint replay harmlessly; after that it is
+the configured value.
 """
 
 from __future__ import annotations
@@ -11,14 +28,69 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
+from services.drainer.errors import SinkError
 from services.drainer.item import PulledBinlogItem
-from services.drainer.output import Sink
 from services.drainer.progress import Checkpointer
+from sinks.model import Sink, Txn
+from sinks.model import SinkError as DownstreamError
 
 log = logging.getLogger(__name__)
+
+BATCH_ROWS = 960  # tidb-binlog: txn-batch 20 x worker-count 16 x 3
+SAFE_MODE_WINDOW = 300.0  # seconds of forced safe mode after a start
+RETRY_BACKOFF_MAX = 30.0
+
+
+def weight(txn: Txn) -> int:
+    """What a transaction costs in the buffer: its rows; a DDL or a marker counts one."""
+    return max(len(txn.rows), 1)
+
+
+def compact(batch: list[Txn]) -> list[Txn]:
+    """``batch`` without the markers that another transaction follows.
+
+    Example (M = marker, T = rows): [M5, T7, M9, M12] -> [T7, M12]; [M5, M9] -> [M9].
+    """
+    kept = [t for t in batch[:-1] if t.rows or t.ddl is not None]
+    kept.append(batch[-1])
+    return kept
+
+
+class _Buffer:
+    """Converted transactions waiting for the sink, bounded by their total weight."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._txns: deque[Txn] = deque()
+        self._weight = 0
+        self._changed = asyncio.Condition()
+
+    def __len__(self) -> int:
+        return len(self._txns)
+
+    async def put(self, txn: Txn) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self._weight < self._capacity)
+            self._txns.append(txn)
+            self._weight += weight(txn)
+            self._changed.notify_all()
+
+    async def take(self, limit: int) -> list[Txn]:
+        """At least one transaction, and more while their weight stays within ``limit``."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._txns))
+            batch = [self._txns.popleft()]
+            total = weight(batch[0])
+            while self._txns and total + weight(self._txns[0]) <= limit:
+                total += weight(self._txns[0])
+                batch.append(self._txns.popleft())
+            self._weight -= total
+            self._changed.notify_all()
+            return batch
 
 
 class Syncer:
@@ -27,33 +99,78 @@ class Syncer:
         queue: asyncio.Queue[PulledBinlogItem],
         sink: Sink,
         checkpointer: Checkpointer,
+        convert: Callable[[PulledBinlogItem], Awaitable[Txn]],
         *,
+        batch_rows: int = BATCH_ROWS,
+        safe_mode: bool = False,
+        safe_mode_window: float = SAFE_MODE_WINDOW,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._queue = queue
         self._sink = sink
         self._checkpointer = checkpointer
+        self._convert = convert
+        self._batch_rows = batch_rows
+        self._buffer = _Buffer(4 * batch_rows)
+        self._safe_mode = safe_mode
         self._clock = clock
-        self.applied = 0  # binlogs the sink accepted
-        self.fakes = 0  # fake binlogs passed over
-        self.last_apply = clock()  # when the sink last accepted one (start time before)
+        self._safe_until = clock() + safe_mode_window
+        self.applied = 0  # binlogs with rows or a DDL the sink accepted
+        self.rows = 0  # row changes the sink accepted
+        self.batches = 0
+        self.fakes = 0  # fake, filtered and ignored binlogs passed over
+        self.last_apply = clock()  # when the sink last accepted rows or a DDL (start time before)
+
+    @property
+    def safe_mode(self) -> bool:
+        return self._safe_mode or self._clock() < self._safe_until
 
     async def run(self) -> NoReturn:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._converting(), name="drainer-convert")
+            tg.create_task(self._applying(), name="drainer-apply")
+        raise AssertionError("the syncer's duties never return")
+
+    async def _converting(self) -> NoReturn:
         while True:
             item = await self._queue.get()
-            try:
-                if item.is_fake:
-                    self.fakes += 1
-                else:
-                    await self._sink.apply(item)
-                    self.applied += 1
-                    self.last_apply = self._clock()
-                self._checkpointer.advance(item.commit_ts)
-            finally:
+            await self._buffer.put(await self._convert(item))
+
+    async def _applying(self) -> NoReturn:
+        while True:
+            batch = await self._buffer.take(self._batch_rows)
+            todo = compact(batch)
+            await self._apply(todo)
+            real = [t for t in todo if t.rows or t.ddl is not None]
+            self.applied += len(real)
+            self.fakes += len(batch) - len(real)
+            self.rows += sum(len(t.rows) for t in real)
+            self.batches += 1
+            if real:
+                self.last_apply = self._clock()
+            self._checkpointer.advance(todo[-1].commit_ts)
+            for _ in batch:
                 self._queue.task_done()
 
+    async def _apply(self, batch: list[Txn]) -> None:
+        delay = 0.5
+        while True:
+            self._sink.safe_mode = self.safe_mode
+            try:
+                await self._sink.apply(batch)
+                return
+            except DownstreamError as e:
+                span = f"commit ts {batch[0].commit_ts}..{batch[-1].commit_ts}"
+                if not e.retriable:
+                    raise SinkError(f"the sink refused the batch {span}: {e}") from e
+                log.warning(
+                    "sink unavailable for the batch %s (retrying in %.1f s): %s", span, delay, e
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_BACKOFF_MAX)
+
     async def drain(self, timeout: float) -> bool:  # noqa: ASYNC109 (a deadline, not a call timeout)
-        """Wait until every queued binlog was handled; False if ``timeout`` s passed first."""
+        """Wait until every queued binlog was applied; False if ``timeout`` s passed first."""
         try:
             async with asyncio.timeout(timeout):
                 await self._queue.join()
@@ -63,5 +180,6 @@ class Syncer:
         return True
 
     def synced(self, check_time: float) -> bool:
-        """Nothing queued and no binlog applied for ``check_time`` seconds (caught up)."""
-        return self._queue.empty() and self._clock() - self.last_apply >= check_time
+        """Nothing queued and nothing applied for ``check_time`` seconds (caught up)."""
+        idle = self._queue.empty() and not self._buffer
+        return idle and self._clock() - self.last_apply >= check_time

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -17,42 +17,84 @@ import pytest
 
 from coord.etcd import EtcdKv
 from coord.kv import Kv
+from ddlhistory import Action, DbInfo, KvDdlHistory
+from ddlhistory.build import ddl_job, table_info
 from pumpclient import PumpsClient
 from registry.registry import NodeRegistry
 from registry.status import ROOT, NodeKind, NodeState, NodeStatus
 from services.drainer.app import Started, serve
 from services.drainer.checkpoint import FileCheckpoint
 from services.drainer.config import DrainerConfig
-from services.drainer.item import PulledBinlogItem
+from sinks.model import Txn
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import RunningPump, pump_config, running_pump
 from tests.support.stubs import commit, prewrite, pump_stub, write
 from tests.unit.test_pumpclient_peer import eventually
+from tidbcodec import IntDatum, encode_inserted_row
+from tidbcodec import mysqltypes as mt
 from tso.client import TsoClient
-from wire.binlog import Binlog
+from wire.binlog import MutationType, PrewriteValue, TableMutation
 
 pytestmark = pytest.mark.etcd
 
 FAST_PUMP: dict[str, Any] = {"gen_binlog_interval": 0.2}
+VERSION = 2  # the schema version of merge.t in a fresh history
+
+
+DB = DbInfo(1, "merge")
+TABLE = table_info(10, "t", [("id", mt.ColumnType(mt.TYPE_LONGLONG, flen=20))], primary_key=["id"])
+
+
+async def create_table(kv: Kv) -> int:
+    """Put ``merge.t`` into the DDL history (the drainer catches up on it from a row's schema
+    version); returns that version."""
+    history = KvDdlHistory(kv)
+    await history.append_job(
+        lambda v: ddl_job(1, Action.CREATE_SCHEMA, v, DB, None, "CREATE DATABASE merge")
+    )
+    job = await history.append_job(
+        lambda v: ddl_job(2, Action.CREATE_TABLE, v, DB, TABLE, "CREATE TABLE t (id bigint)")
+    )
+    return job.schema_version
+
+
+def row_value(version: int, start_ts: int) -> bytes:
+    """A PrewriteValue inserting the row ``id = start_ts`` into ``merge.t``."""
+    row = encode_inserted_row([IntDatum(start_ts)], [(1, IntDatum(start_ts))])
+    mutation = TableMutation(
+        table_id=TABLE.id, inserted_rows=[row], sequence=[MutationType(MutationType.Insert)]
+    )
+    return bytes(PrewriteValue(schema_version=version, mutations=[mutation]))
 
 
 class RecordingSink:
-    """Keeps what it is given; refuses (and so stops the drainer on) a fake, a repeat or a step
-    back: no deduplication here, the checkpoint has to be right."""
+    """Keeps the transactions it is given; refuses (and so stops the drainer on) a repeat or a
+    step back: no deduplication here, the drainer's checkpoint has to be right. It keeps no
+    checkpoint of its own, so a restarted drainer resumes from its savepoint file."""
 
     def __init__(self) -> None:
-        self.items: list[PulledBinlogItem] = []
+        self.txns: list[Txn] = []
+        self.safe_mode = False
 
-    async def apply(self, binlog: PulledBinlogItem) -> None:
-        assert not binlog.is_fake, f"fake binlog {binlog.commit_ts} reached the sink"
-        if self.items and binlog.commit_ts <= self.items[-1].commit_ts:
-            raise AssertionError(
-                f"commit ts {binlog.commit_ts} after {self.items[-1].commit_ts}: repeated or late"
-            )
-        self.items.append(binlog)
+    async def apply(self, txns: Sequence[Txn]) -> None:
+        for t in txns:
+            if not t.rows:
+                assert t.ddl is None, f"unexpected DDL at {t.commit_ts}"
+                continue
+            if self.txns and t.commit_ts <= self.txns[-1].commit_ts:
+                raise AssertionError(
+                    f"commit ts {t.commit_ts} after {self.txns[-1].commit_ts}: repeated or late"
+                )
+            self.txns.append(t)
+
+    async def checkpoint(self) -> int | None:
+        return None
+
+    async def close(self) -> None:
+        pass
 
     def commit_ts(self) -> set[int]:
-        return {b.commit_ts for b in self.items}
+        return {t.commit_ts for t in self.txns}
 
 
 def drainer_config(data_dir: Path, etcd_endpoint: str, **overrides: Any) -> DrainerConfig:
@@ -114,7 +156,7 @@ async def write_txns(client: PumpsClient, tso: TsoClient, n: int) -> dict[int, i
 
     async def one(i: int) -> tuple[int, int]:
         start = await tso.get_ts()
-        await client.prewrite(start, b"row-%d" % start, b"k%d" % i)
+        await client.prewrite(start, row_value(VERSION, start), b"k%d" % i)
         commit_ts = await tso.get_ts()
         await client.commit(start, commit_ts)
         return commit_ts, start
@@ -128,7 +170,8 @@ async def write_direct(pump: RunningPump, tso: TsoClient, n: int) -> dict[int, i
     async with pump_stub(pump.addr) as stub:
         for _ in range(n):
             start = await tso.get_ts()
-            await write(stub, pump.started.cluster_id, prewrite(start, b"row-%d" % start))
+            value = row_value(VERSION, start)
+            await write(stub, pump.started.cluster_id, prewrite(start, value))
             commit_ts = await tso.get_ts()
             await write(stub, pump.started.cluster_id, commit(start, commit_ts))
             out[commit_ts] = start
@@ -147,10 +190,12 @@ async def delivered(sink: RecordingSink, txns: dict[int, int]) -> None:
 
 def check_exactly(sink: RecordingSink, txns: dict[int, int]) -> None:
     """The sink got exactly these transactions, in commit-ts order, whole."""
-    assert [b.commit_ts for b in sink.items] == sorted(txns)
-    for b in sink.items:
-        assert b.start_ts == txns[b.commit_ts]
-        assert Binlog().parse(b.payload).prewrite_value == b"row-%d" % b.start_ts
+    assert [t.commit_ts for t in sink.txns] == sorted(txns)
+    for t in sink.txns:
+        assert t.start_ts == txns[t.commit_ts]
+        assert [(r.table.qualified, dict(r.values)) for r in t.rows] == [
+            ("merge.t", {"id": t.start_ts})
+        ]
 
 
 @asynccontextmanager
@@ -158,6 +203,7 @@ async def cluster_clients(
     kv: Kv, pump: RunningPump
 ) -> AsyncIterator[tuple[TsoClient, PumpsClient]]:
     cluster_id = pump.started.cluster_id
+    assert await create_table(kv) == VERSION
     async with TsoClient(kv, cluster_id) as tso, PumpsClient(kv, cluster_id) as client:
         yield tso, client
 
@@ -266,6 +312,8 @@ async def test_pump_goes_offline_only_after_the_drainer_checkpoint_passed_it(
         history = aclosing(kv.watch_prefix(ROOT.encode(), since))
         async with asyncio.timeout(10), history as events:
             async for event in events:
+                if event.key not in (drainer_key, pump_key):
+                    continue  # the DDL history lives under the same root
                 status = NodeStatus.from_json(event.value)
                 if event.key == drainer_key:
                     drainer_ts = status.max_commit_ts

@@ -19,9 +19,7 @@ from services.drainer.checkpoint import (
     start_ts,
 )
 from services.drainer.errors import CheckpointError
-from services.drainer.item import PulledBinlogItem
 from services.drainer.progress import Checkpointer
-from services.drainer.syncer import Syncer
 from tests.unit.test_pumpclient_peer import eventually
 
 TS = 449_812_345_678_901_249
@@ -193,55 +191,3 @@ async def test_a_failed_save_stops_the_checkpointer() -> None:
     with pytest.raises(CheckpointError):
         await asyncio.wait_for(cp.run(), 10)
     assert cp.saved_ts == 1
-
-
-# -- syncer ---------------------------------------------------------------------------
-
-
-class RecordingSink:
-    def __init__(self, fail_at: int | None = None) -> None:
-        self.got: list[int] = []
-        self.fail_at = fail_at
-
-    async def apply(self, binlog: PulledBinlogItem) -> None:
-        await asyncio.sleep(0)
-        if binlog.commit_ts == self.fail_at:
-            raise RuntimeError("downstream is gone")
-        self.got.append(binlog.commit_ts)
-
-
-def binlog(ts: int, fake: bool = False) -> PulledBinlogItem:
-    return PulledBinlogItem(ts, ts if fake else ts - 1, b"p", fake)
-
-
-async def test_syncer_applies_commits_and_passes_fakes_to_the_checkpoint() -> None:
-    clock = ManualClock()
-    queue: asyncio.Queue[PulledBinlogItem] = asyncio.Queue(8)
-    sink = RecordingSink()
-    cp = Checkpointer(MemoryCheckpoint(), 10, clock=clock)
-    syncer = Syncer(queue, sink, cp, clock=clock)
-    task = asyncio.create_task(syncer.run(), name="test-syncer")
-    try:
-        for item in (binlog(11), binlog(12, fake=True), binlog(13)):
-            await queue.put(item)
-        assert await syncer.drain(10)
-        assert sink.got == [11, 13]
-        assert (syncer.applied, syncer.fakes, cp.applied_ts) == (2, 1, 13)
-        assert not syncer.synced(60)
-        clock.now += 60
-        assert syncer.synced(60)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-
-async def test_a_sink_error_stops_the_syncer_below_the_failed_binlog() -> None:
-    queue: asyncio.Queue[PulledBinlogItem] = asyncio.Queue(8)
-    cp = Checkpointer(MemoryCheckpoint(), 10)
-    syncer = Syncer(queue, RecordingSink(fail_at=12), cp)
-    for item in (binlog(11), binlog(12), binlog(13)):
-        queue.put_nowait(item)
-    with pytest.raises(RuntimeError, match="downstream"):
-        await asyncio.wait_for(syncer.run(), 10)
-    assert cp.applied_ts == 11
-    assert not await syncer.drain(0.01)  # 13 is still queued

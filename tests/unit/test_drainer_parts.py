@@ -1,9 +1,8 @@
-"""Small drainer parts: settings with drainer.toml's keys, the sinks by URL scheme, the node
+"""Small drainer parts: settings with drainer.toml's keys, the downstream URL, the node
 state machine, and turning a pulled entity into an item."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
@@ -11,12 +10,12 @@ import pytest
 from registry.status import NodeState
 from services.drainer.cli import main
 from services.drainer.config import DrainerConfig
-from services.drainer.errors import MalformedPayload, SinkError
+from services.drainer.errors import MalformedPayload
 from services.drainer.item import PulledBinlogItem
-from services.drainer.output import BlackholeSink, PrintSink, make_sink
 from services.drainer.puller import to_item
 from services.drainer.state import Action, DrainerState, StateError
 from settings import SettingsError, load
+from sinks.registry import redact
 from wire.binlog import Binlog, BinlogType, Entity, Meta, PullBinlogResp
 
 DRAINER_TOML = """
@@ -79,17 +78,49 @@ def test_cli_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "binlog-drainer" in capsys.readouterr().err
 
 
-async def test_sinks_by_url_scheme() -> None:
-    assert isinstance(make_sink("blackhole://"), BlackholeSink)
-    assert isinstance(make_sink("PRINT://"), PrintSink)
-    with pytest.raises(SinkError, match=r"blackhole://, print://"):
-        make_sink("mysql://root@127.0.0.1:3306")
-    out = io.StringIO()
-    await PrintSink(out).apply(PulledBinlogItem(9, 8, b"abc", False))
-    assert out.getvalue() == "commit_ts=9 start_ts=8 bytes=3\n"
-    hole = BlackholeSink()
-    await hole.apply(PulledBinlogItem(9, 8, b"abc", False))
-    assert hole.count == 1
+def test_downstream_url_from_db_type_and_syncer_to(tmp_path: Path) -> None:
+    toml = tmp_path / "drainer.toml"
+    toml.write_text(
+        '[syncer]\ndb-type = "mysql"\n[syncer.to]\nhost = "db.example"\nport = 3307\n'
+        'user = "rep"\npassword = "p@ss:w/rd"\nconsistent = false\n'
+    )
+    cfg = load(DrainerConfig, ["--config", str(toml)], {}, "DRAINER")
+    url = cfg.syncer.sink_url("data")
+    assert url == "mysql://rep:p%40ss%3Aw%2Frd@db.example:3307/?consistent=false"
+    assert redact(url) == "mysql://rep:******@db.example:3307/?consistent=false"
+    assert DrainerConfig().syncer.sink_url("d") == "mysql://root@127.0.0.1:3306/?consistent=true"
+    by_kind = {
+        kind: load(DrainerConfig, ["--syncer-db-type", kind], {}, "DRAINER").syncer.sink_url(
+            str(tmp_path)
+        )
+        for kind in ("file", "sqlite", "print")
+    }
+    assert by_kind == {
+        "file": f"file://{tmp_path}?retention-time=0",
+        "sqlite": f"sqlite://{tmp_path}/downstream.db",
+        "print": "print://",
+    }
+    explicit = load(DrainerConfig, ["--syncer-sink-uri", "blackhole://"], {}, "DRAINER")
+    assert explicit.syncer.sink_url("d") == "blackhole://"
+
+
+def test_filters_and_batches_from_drainer_toml(tmp_path: Path) -> None:
+    toml = tmp_path / "drainer.toml"
+    toml.write_text(
+        "[syncer]\n"
+        'replicate-do-db = ["shop", "~^crm_"]\n'
+        "ignore-txn-commit-ts = [449812345678901249]\n"
+        "txn-batch = 10\nworker-count = 4\n"
+        '[[syncer.ignore-table]]\ndb-name = "shop"\ntbl-name = "~^tmp_"\n'
+    )
+    cfg = load(DrainerConfig, ["--config", str(toml)], {}, "DRAINER")
+    f = cfg.syncer.table_filter()
+    assert f.allows("SHOP", "orders") and f.allows("crm_eu", "users")
+    assert not f.allows("shop", "tmp_x") and not f.allows("mysql", "user")
+    assert cfg.syncer.ignore_txn_commit_ts == (449812345678901249,)
+    assert cfg.syncer.effective_batch_rows() == 120
+    with pytest.raises(SettingsError, match="syncer"):
+        load(DrainerConfig, ["--syncer-replicate-do-db", "~("], {}, "DRAINER")
 
 
 def test_state_machine() -> None:
