@@ -4,6 +4,8 @@
   ``sqlite://x.db`` is ``x.db`` relative to the working directory, ``sqlite://:memory:``).
 * ``blackhole://``: counts and drops.
 * ``print://``: one line per row change and DDL on stdout.
+* ``file:///DIR?segment-size=512MiB&retention-time=7``: tidb-binlog's binlog files of
+  ``pb_binlog`` records, readable by ``reparo`` (``sinks.file``).
 
 The sink is closed when the context ends, whatever happened inside it.
 """
@@ -14,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
+from sinks import file
 from sinks.blackhole import BlackholeSink
 from sinks.model import Sink, SinkError, SinkOptions
 from sinks.printer import PrintSink
@@ -37,7 +40,12 @@ async def _print(url: SplitResult, options: SinkOptions) -> Sink:
     return PrintSink(safe_mode=options.safe_mode)
 
 
-OPENERS: dict[str, Opener] = {"sqlite": _sqlite, "blackhole": _blackhole, "print": _print}
+OPENERS: dict[str, Opener] = {
+    "sqlite": _sqlite,
+    "blackhole": _blackhole,
+    "print": _print,
+    "file": file.open_url,
+}
 
 
 def redact(url: str) -> str:

@@ -8,20 +8,26 @@ import pytest
 
 from sinks.blackhole import BlackholeSink
 from sinks.model import Ddl, RowChange, SinkError, TableInfo, Txn
-from sinks.registry import OPENERS, SinkOptions, open_sink, scheme_of
+from sinks.registry import OPENERS, SinkOptions, open_sink, redact, scheme_of
 from sinks.sqlite import SqliteSink
 
 OPTS = SinkOptions(cluster_id=7)
 T = TableInfo.build("s", "t", [("id", "int")], ["id"])
 
 
+def test_redact_hides_only_the_password() -> None:
+    assert redact("mysql://u:secret@h:1/?x=1") == "mysql://u:******@h:1/?x=1"
+    assert redact("mysql://u@h:1/") == "mysql://u@h:1/"
+    assert redact("sqlite:///a/b.db") == "sqlite:///a/b.db"
+
+
 def test_known_schemes() -> None:
-    assert set(OPENERS) == {"sqlite", "blackhole"}
+    assert set(OPENERS) == {"sqlite", "blackhole", "print", "file"}
     assert scheme_of("SQLite:///x.db") == "sqlite"
 
 
 async def test_unknown_scheme_lists_the_known_ones() -> None:
-    with pytest.raises(SinkError, match=r"blackhole://, sqlite://") as e:
+    with pytest.raises(SinkError, match=r"blackhole://, file://, print://, sqlite://") as e:
         async with open_sink("kafka://127.0.0.1:9092", OPTS):
             pass
     assert not e.value.retriable

@@ -1,0 +1,7 @@
+"""``python -m services.reparo`` runs ``reparo``."""
+
+import sys
+
+from services.reparo.cli import main
+
+sys.exit(main())

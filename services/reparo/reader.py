@@ -1,0 +1,90 @@
+"""The transactions of a binlog directory within a commit-ts range, in order, each once.
+
+Segments hold increasing commit ts, so a segment can be skipped when the next one starts at or
+before ``start_ts``: with first commit ts [100, 200, 300] and start 250, reading begins in the
+second segment (everything in the first is below 200). Reading ends at the first record past
+``stop_ts`` and, when the file sink's savepoint is there, at its position: records past it
+belong to a batch that was not checkpointed. A record that does not advance the commit ts (a
+tidb-binlog drainer may write some twice after a crash) is skipped with a warning. A torn tail
+of the last segment ends the reading with a warning naming the file and offset.
+
+Invariant: the transactions come out with strictly increasing commit ts, all within
+``[start_ts, stop_ts]`` (``stop_ts`` 0 = no end).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+from sinks.binlogfile import Segment, Torn, list_segments, read_directory, scan_segment
+from sinks.file import load_savepoint
+from sinks.model import SinkError, Txn
+from sinks.pbcodec import PbCodecError, commit_ts_of, from_pb, parse_record
+
+log = logging.getLogger(__name__)
+
+
+class ReparoError(SinkError):
+    """The data directory cannot be replayed."""
+
+
+def first_commit_ts(segment: Segment) -> int | None:
+    """The commit ts of the first record of ``segment``; None when it has none."""
+    for item in scan_segment(segment):
+        if isinstance(item, Torn):
+            return None
+        try:
+            return commit_ts_of(item.payload)
+        except PbCodecError as e:
+            raise ReparoError(f"{segment.path} at offset {item.offset}: {e}") from e
+    return None
+
+
+def first_segment(segments: list[Segment], start_ts: int) -> int:
+    """The index of the segment reading starts in: the last one starting at or before
+    ``start_ts`` (empty segments tell nothing and are passed over)."""
+    first = segments[0].index
+    for segment in segments:
+        ts = first_commit_ts(segment)
+        if ts is None:
+            continue
+        if ts > start_ts:
+            break
+        first = segment.index
+    return first
+
+
+def read_txns(directory: Path, start_ts: int = 0, stop_ts: int = 0) -> Iterator[Txn]:
+    if not directory.is_dir():
+        raise ReparoError(f"data-dir {directory} is not a directory")
+    segments = list_segments(directory)
+    if not segments:
+        raise ReparoError(f"no binlog files in {directory}")
+    savepoint = load_savepoint(directory)
+    begin = first_segment(segments, start_ts)
+    upto = savepoint.position if savepoint is not None else None
+    last = 0
+    for item in read_directory(directory, first_index=begin, upto=upto):
+        if isinstance(item, Torn):
+            log.warning(
+                "%s: torn record at offset %d: stopping there", item.segment.path, item.offset
+            )
+            return
+        where = f"{item.segment.path} at offset {item.offset}"
+        try:
+            binlog = parse_record(item.payload)
+            ts = int(binlog.commit_ts)
+            if ts < start_ts:
+                continue
+            if stop_ts and ts > stop_ts:
+                return
+            if ts <= last:
+                log.warning("%s: commit ts %d does not follow %d: skipped", where, ts, last)
+                continue
+            txn = from_pb(binlog)
+        except PbCodecError as e:
+            raise ReparoError(f"{where}: {e}") from e
+        last = ts
+        yield txn
