@@ -198,6 +198,7 @@ class MariaDBServer:
             f"--pid-file={self.base / 'mariadbd.pid'}",
             f"--log-error={self.error_log}",
             f"--log-bin={self.base / 'binlog' / 'mysql-bin'}",
+            f"--tmpdir={self.base / 'tmp'}",  # its own: /tmp is shared with everything else
             f"--server-id={self.server_id}",
             f"--init-file={init}",
             "--user=root",
@@ -205,6 +206,7 @@ class MariaDBServer:
             *self.extra_args,
         ]
         (self.base / "binlog").mkdir(exist_ok=True)
+        (self.base / "tmp").mkdir(exist_ok=True)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_ready()
         self.startup_seconds = time.monotonic() - began
