@@ -22,7 +22,7 @@ test: $(STAMP)
 	$(BIN)/tox -q -p auto -o -e lint,type,proto,tests
 
 bench: $(STAMP)
-	@for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
+	@for b in bench/bench_*.py; do $(BIN)/python -m bench.$$(basename $$b .py) || exit 1; done
 
 lint: $(STAMP)
 	$(BIN)/tox -q -e lint

@@ -1,14 +1,16 @@
-"""The demo's private cluster: one etcd and N pumps on free loopback ports.
+"""The demo's private cluster: one etcd, N pumps and drainers on free loopback ports.
 
 Layout under the data dir (wiped at start, only if it is the demo's own):
-``etcd/``, ``etcd.log``, ``pump-1/``, ``pump-1.log``, ... and ``demo.pids``.
-Each pump embeds a TSO member; the first to win the election serves
-timestamps. A pump's HTTP API is on its gRPC port + 1 (binlogctl's default).
+``etcd/``, ``etcd.log``, ``pump-1/``, ``pump-1.log``, ..., ``drainer/``,
+``drainer.log`` and ``demo.pids``. Each pump embeds a TSO member; the first to
+win the election serves timestamps. A pump's or drainer's HTTP API is on its
+gRPC port + 1 (binlogctl's default). Benchmarks and end-to-end tests use the
+same class to run real processes.
 
-Invariant: :meth:`DemoCluster.stop` stops the pumps (SIGTERM: they pause
-gracefully and record ``paused`` in etcd) before etcd, and whatever does not
-stop in time is killed; with :meth:`kill` as the last resort no child
-survives the demo.
+Invariant: :meth:`DemoCluster.stop` stops the drainers, then the pumps
+(SIGTERM: they pause gracefully and record ``paused`` in etcd), then etcd, and
+whatever does not stop in time is killed; with :meth:`kill` as the last resort
+no child survives the demo.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,6 +95,18 @@ class PumpNode:
         return f"http://127.0.0.1:{self.grpc_port + 1}"
 
 
+@dataclass(frozen=True)
+class DrainerNode:
+    name: str
+    child: Child
+    grpc_port: int
+    data_dir: Path
+
+    @property
+    def status_url(self) -> str:
+        return f"http://127.0.0.1:{self.grpc_port + 1}"
+
+
 class DemoCluster:
     """Use as ``async with DemoCluster(root, supervisor) as cluster:``; stops all on exit."""
 
@@ -100,6 +115,7 @@ class DemoCluster:
         self._supervisor = supervisor
         self.etcd: Etcd | None = None
         self.pumps: list[PumpNode] = []
+        self.drainers: list[DrainerNode] = []
         self._http: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> DemoCluster:
@@ -138,6 +154,40 @@ class DemoCluster:
         await asyncio.gather(*(self._wait_ready(p.child, f"{p.status_url}/ready") for p in started))
         return started
 
+    async def restart_pump(self, pump: PumpNode) -> PumpNode:
+        """Start a pump again with its node id and data (on a new port) once it has exited."""
+        if pump.child.running:
+            raise DemoError(f"{pump.name} is still running")
+        assert self.etcd is not None
+        again = self._start_pump(pump.name, self.etcd.url)
+        self.pumps[self.pumps.index(pump)] = again
+        await self._wait_ready(again.child, f"{again.status_url}/ready")
+        return again
+
+    async def start_drainer(
+        self, sink_uri: str, *, name: str = "drainer", extra: Sequence[str] = ()
+    ) -> DrainerNode:
+        """Start a drainer into ``sink_uri`` (its data dir ``<root>/<name>`` is kept across
+        restarts) and wait until it answers ``/ready``."""
+        if self.etcd is None:
+            raise DemoError("start etcd before a drainer")
+        port = free_port_pair()
+        data = self.root / name
+        argv = [
+            sys.executable,
+            *("-m", "services.drainer"),
+            *("--addr", f"127.0.0.1:{port}", "--status-addr", f"127.0.0.1:{port + 1}"),
+            *("--data-dir", str(data), "--pd-urls", self.etcd.url, "--node-id", name),
+            *("--syncer-sink-uri", sink_uri),
+            *extra,
+        ]
+        node = DrainerNode(
+            name, self._supervisor.start(name, argv, self.root / f"{name}.log"), port, data
+        )
+        self.drainers = [d for d in self.drainers if d.name != name] + [node]
+        await self._wait_ready(node.child, f"{node.status_url}/ready")
+        return node
+
     def _start_pump(self, name: str, etcd_url: str) -> PumpNode:
         port = free_port_pair()
         data = self.root / name
@@ -172,11 +222,12 @@ class DemoCluster:
         )
 
     async def stop(self) -> dict[str, int]:
-        """Pumps first (concurrently), then etcd; each child's exit code by name
-        (also for a child that had exited already, e.g. a pump paused by binlogctl)."""
-        pumps = [p.child for p in self.pumps]
-        results = await asyncio.gather(*(c.stop(PUMP_STOP_TIMEOUT) for c in pumps))
-        codes = {c.name: code for c, code in zip(pumps, results, strict=True)}
+        """Drainers, then pumps (each group concurrently), then etcd; each child's exit code by
+        name (also for a child that had exited already, e.g. a pump paused by binlogctl)."""
+        codes: dict[str, int] = {}
+        for group in ([d.child for d in self.drainers], [p.child for p in self.pumps]):
+            results = await asyncio.gather(*(c.stop(PUMP_STOP_TIMEOUT) for c in group))
+            codes |= {c.name: code for c, code in zip(group, results, strict=True)}
         if self.etcd is not None:
             codes["etcd"] = await self.etcd.child.stop(ETCD_STOP_TIMEOUT)
         return codes
