@@ -4,6 +4,8 @@
   ``sqlite://x.db`` is ``x.db`` relative to the working directory, ``sqlite://:memory:``).
 * ``blackhole://``: counts and drops.
 * ``print://``: one line per row change and DDL on stdout.
+* ``mysql://USER:PASSWORD@HOST:PORT/?consistent=true&worker-count=16``: MySQL, MariaDB or
+  TiDB (``sinks.mysql`` lists the options).
 * ``file:///DIR?segment-size=512MiB&retention-time=7``: tidb-binlog's binlog files of
   ``pb_binlog`` records, readable by ``reparo`` (``sinks.file``).
 
@@ -14,13 +16,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit
 
-from sinks import file
+from sinks import file, mysql
 from sinks.blackhole import BlackholeSink
 from sinks.model import Sink, SinkError, SinkOptions
 from sinks.printer import PrintSink
 from sinks.sqlite import SqliteSink
+from sinks.urls import redact
 
 Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]
 
@@ -40,22 +43,15 @@ async def _print(url: SplitResult, options: SinkOptions) -> Sink:
     return PrintSink(safe_mode=options.safe_mode)
 
 
+__all__ = ["OPENERS", "SinkOptions", "open_sink", "redact", "scheme_of"]
+
 OPENERS: dict[str, Opener] = {
     "sqlite": _sqlite,
     "blackhole": _blackhole,
     "print": _print,
     "file": file.open_url,
+    "mysql": mysql.open_url,
 }
-
-
-def redact(url: str) -> str:
-    """``url`` with its password masked, for logs and errors."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:******@{host}"))
 
 
 def scheme_of(url: str) -> str:

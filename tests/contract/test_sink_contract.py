@@ -11,17 +11,25 @@ rows, which a MySQL downstream could not roll back.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from sinks.model import Ddl, RowChange, Sink, SinkError, TableInfo, Txn
+from sinks.mysql import open_url as open_mysql
 from sinks.registry import SinkOptions, open_sink
+
+if TYPE_CHECKING:
+    from tests.support.mariadb import MariaDBDatabase
+
+pytest_plugins = ["tests.support.mariadb"]
 
 ACCT = TableInfo.build(
     "shop", "acct", [("id", "int"), ("bal", "int"), ("name", "varchar(10)")], ["id"]
@@ -73,24 +81,57 @@ def _blackhole(tmp_path: Path) -> Harness:
     return Harness(open_, None)
 
 
-HARNESSES = {"sqlite": _sqlite, "blackhole": _blackhole}
-READABLE = ["sqlite"]
-PERSISTENT = ["sqlite"]
+def _mysql(tmp_path: Path, request: pytest.FixtureRequest) -> Harness:
+    """A fresh database on the shared MariaDB server holds the checkpoint; ``shop`` is the
+    server's own (dropped before and after)."""
+    db: MariaDBDatabase = request.getfixturevalue("mariadb")
+    drop_shop = functools.partial(db.server.admin, "DROP DATABASE IF EXISTS shop")
+    drop_shop()
+    request.addfinalizer(drop_shop)
+    url = urlsplit(
+        f"mysql://{db.user}:{db.password}@{db.host}:{db.port}/?checkpoint-schema={db.name}"
+    )
+
+    @asynccontextmanager
+    async def open_(safe_mode: bool = False) -> AsyncIterator[Sink]:
+        async with await open_mysql(url, SinkOptions(cluster_id=42, safe_mode=safe_mode)) as s:
+            yield s
+
+    async def read(schema: str, table: str) -> list[tuple[Any, ...]]:
+        return await db.server.query(f"SELECT * FROM `{schema}`.`{table}` ORDER BY 1")
+
+    return Harness(open_, read)
+
+
+HARNESSES: dict[str, Callable[..., Harness]] = {
+    "sqlite": _sqlite,
+    "blackhole": _blackhole,
+    "mysql": _mysql,
+}
+READABLE = ["sqlite", "mysql"]
+PERSISTENT = ["sqlite", "mysql"]
+WITH_REQUEST = {"mysql"}  # harnesses that take fixtures of their own through the request
+
+
+def _harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    if request.param in WITH_REQUEST:
+        return HARNESSES[request.param](tmp_path, request)
+    return HARNESSES[request.param](tmp_path)
 
 
 @pytest.fixture(params=sorted(HARNESSES))
 def any_sink(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
-    return HARNESSES[request.param](tmp_path)
+    return _harness(request, tmp_path)
 
 
 @pytest.fixture(params=READABLE)
 def readable(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
-    return HARNESSES[request.param](tmp_path)
+    return _harness(request, tmp_path)
 
 
 @pytest.fixture(params=PERSISTENT)
 def persistent(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
-    return HARNESSES[request.param](tmp_path)
+    return _harness(request, tmp_path)
 
 
 @pytest.fixture

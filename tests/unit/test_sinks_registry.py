@@ -22,12 +22,13 @@ def test_redact_hides_only_the_password() -> None:
 
 
 def test_known_schemes() -> None:
-    assert set(OPENERS) == {"sqlite", "blackhole", "print", "file"}
+    assert set(OPENERS) == {"sqlite", "blackhole", "print", "file", "mysql"}
     assert scheme_of("SQLite:///x.db") == "sqlite"
 
 
 async def test_unknown_scheme_lists_the_known_ones() -> None:
-    with pytest.raises(SinkError, match=r"blackhole://, file://, print://, sqlite://") as e:
+    known = r"blackhole://, file://, mysql://, print://, sqlite://"
+    with pytest.raises(SinkError, match=known) as e:
         async with open_sink("kafka://127.0.0.1:9092", OPTS):
             pass
     assert not e.value.retriable
