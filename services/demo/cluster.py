@@ -149,7 +149,9 @@ class DemoCluster:
         """Start ``count`` pumps at once and wait until each answers ``/ready``."""
         if self.etcd is None:
             raise DemoError("start etcd before the pumps")
-        started = [self._start_pump(f"pump-{i}", self.etcd.url) for i in range(1, count + 1)]
+        first = len(self.pumps) + 1  # a later call adds pump-3, pump-4, ...
+        names = [f"pump-{i}" for i in range(first, first + count)]
+        started = [self._start_pump(name, self.etcd.url) for name in names]
         self.pumps.extend(started)
         await asyncio.gather(*(self._wait_ready(p.child, f"{p.status_url}/ready") for p in started))
         return started

@@ -1,0 +1,89 @@
+"""The whole binlog pipeline as real processes, for end-to-end tests.
+
+``running_pipeline`` starts etcd and N pumps (``DemoCluster``: real processes that can be
+killed with SIGKILL), and opens the clients a workload needs (TSO, pump client, DDL history).
+Drainers are started by the test (``cluster.start_drainer``). ``caught_up`` waits until a
+downstream's checkpoint row passes a commit ts, so a comparison can follow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncmy
+import asyncmy.errors
+
+from coord.cluster_id import read_cluster_id
+from coord.etcd import EtcdKv
+from ddlhistory import KvDdlHistory
+from pumpclient import PumpsClient
+from services.demo.cluster import DemoCluster
+from services.demo.procs import Supervisor
+from sinks.checkpoint import CheckpointRecord
+from tso.client import TsoClient
+
+
+@dataclass
+class Pipeline:
+    cluster: DemoCluster
+    kv: EtcdKv
+    cluster_id: int
+    tso: TsoClient
+    pumps: PumpsClient
+    history: KvDdlHistory
+
+
+@asynccontextmanager
+async def running_pipeline(root: Path, pumps: int = 2) -> AsyncIterator[Pipeline]:
+    """Everything under ``root`` (an existing directory)."""
+    supervisor = Supervisor(root)
+    try:
+        async with DemoCluster(root, supervisor) as cluster:
+            etcd = await cluster.start_etcd()
+            await cluster.start_pumps(pumps)
+            async with EtcdKv.connect([etcd.url]) as kv:
+                cluster_id = await read_cluster_id(kv)
+                assert cluster_id is not None
+                async with (
+                    TsoClient(kv, cluster_id) as tso,
+                    PumpsClient(kv, cluster_id, commit_timeout=60.0) as client,
+                ):
+                    yield Pipeline(cluster, kv, cluster_id, tso, client, KvDdlHistory(kv))
+    finally:
+        supervisor.kill_all()
+
+
+async def mysql_checkpoint(host: str, port: int, user: str, password: str) -> int | None:
+    """The commit ts in a MySQL downstream's checkpoint table; None before the first batch."""
+    conn = await asyncmy.connect(host=host, port=port, user=user, password=password)
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute("SELECT checkPoint FROM tidb_binlog.checkpoint")
+            rows = await cur.fetchall()
+    except asyncmy.errors.ProgrammingError:
+        return None  # no checkpoint table yet
+    finally:
+        conn.close()
+    return max((CheckpointRecord.from_json(r[0]).commit_ts for r in rows), default=None)
+
+
+async def caught_up(
+    host: str, port: int, user: str, password: str, ts: int, within: float = 90.0
+) -> None:
+    """Wait until the downstream's checkpoint reaches ``ts``."""
+    deadline = time.monotonic() + within
+    last: int | None = None
+    while time.monotonic() < deadline:
+        try:
+            last = await mysql_checkpoint(host, port, user, password)
+        except (asyncmy.errors.OperationalError, OSError):
+            last = None  # the downstream is restarting
+        if last is not None and last >= ts:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"downstream checkpoint {last} did not reach {ts} within {within:.0f} s")
