@@ -167,10 +167,15 @@ class DemoCluster:
         return again
 
     async def start_drainer(
-        self, sink_uri: str, *, name: str = "drainer", extra: Sequence[str] = ()
+        self,
+        sink_uri: str,
+        *,
+        name: str = "drainer",
+        extra: Sequence[str] = (),
+        wait_ready: bool = True,
     ) -> DrainerNode:
         """Start a drainer into ``sink_uri`` (its data dir ``<root>/<name>`` is kept across
-        restarts) and wait until it answers ``/ready``."""
+        restarts) and, unless told not to, wait until it answers ``/ready``."""
         if self.etcd is None:
             raise DemoError("start etcd before a drainer")
         port = free_port_pair()
@@ -187,7 +192,8 @@ class DemoCluster:
             name, self._supervisor.start(name, argv, self.root / f"{name}.log"), port, data
         )
         self.drainers = [d for d in self.drainers if d.name != name] + [node]
-        await self._wait_ready(node.child, f"{node.status_url}/ready")
+        if wait_ready:
+            await self._wait_ready(node.child, f"{node.status_url}/ready")
         return node
 
     def _start_pump(self, name: str, etcd_url: str) -> PumpNode:

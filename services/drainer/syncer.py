@@ -15,8 +15,9 @@ Invariants:
 * markers (fake, filtered and ignored binlogs) only move the checkpoint: inside a batch only
   a trailing one is kept, since a batch moves the sink's checkpoint to its last commit ts;
 * a sink error that may pass (``retriable``) is retried with backoff for as long as it takes,
-  without losing or reordering anything; any other error, and any conversion error, stops
-  the drainer with nothing after the failing binlog applied or checkpointed.
+  without losing or reordering anything; any other error stops the drainer with nothing
+  after the failing batch applied or checkpointed. A binlog that cannot be converted stops it
+  once everything before that binlog was applied, so the checkpoint ends right below it.
 
 Safe mode is forced on for ``safe_mode_window`` seconds after the start (tidb-binlog: 5 min),
 so rows applied before a crash but after the checkpoint replay harmlessly; after that it is
@@ -67,6 +68,7 @@ class _Buffer:
         self._capacity = capacity
         self._txns: deque[Txn] = deque()
         self._weight = 0
+        self._error: BaseException | None = None  # raised by ``take`` once the buffer is empty
         self._changed = asyncio.Condition()
 
     def __len__(self) -> int:
@@ -79,10 +81,19 @@ class _Buffer:
             self._weight += weight(txn)
             self._changed.notify_all()
 
+    async def fail(self, error: BaseException) -> None:
+        """What came before is still taken; then ``take`` raises ``error``."""
+        async with self._changed:
+            self._error = error
+            self._changed.notify_all()
+
     async def take(self, limit: int) -> list[Txn]:
         """At least one transaction, and more while their weight stays within ``limit``."""
         async with self._changed:
-            await self._changed.wait_for(lambda: bool(self._txns))
+            await self._changed.wait_for(lambda: bool(self._txns) or self._error is not None)
+            if not self._txns:
+                assert self._error is not None
+                raise self._error
             batch = [self._txns.popleft()]
             total = weight(batch[0])
             while self._txns and total + weight(self._txns[0]) <= limit:
@@ -131,10 +142,16 @@ class Syncer:
             tg.create_task(self._applying(), name="drainer-apply")
         raise AssertionError("the syncer's duties never return")
 
-    async def _converting(self) -> NoReturn:
+    async def _converting(self) -> None:
+        """Convert until a binlog cannot be; what came before it is still applied."""
         while True:
             item = await self._queue.get()
-            await self._buffer.put(await self._convert(item))
+            try:
+                txn = await self._convert(item)
+            except Exception as e:
+                await self._buffer.fail(e)
+                return
+            await self._buffer.put(txn)
 
     async def _applying(self) -> NoReturn:
         while True:
