@@ -28,7 +28,7 @@ import contextlib
 import datetime as dt
 import decimal
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TypeVar, cast
 
 from ddlhistory import Action, DdlHistory, DdlHistoryError, DdlJob, SchemaState
@@ -51,14 +51,22 @@ from tidbcodec import (
 from tidbcodec import mysqltypes as mt
 from tidbcodec.enumset import set_to_str
 from tidbcodec.json_text import to_text
-from wire.binlog import Binlog, MutationType, PrewriteValue, TableMutation
+from wire.binlog import MutationType
+from wire.views import (
+    BinlogView,
+    MalformedMessage,
+    PrewriteValueView,
+    TableMutationView,
+    parse_binlog,
+    parse_prewrite_value,
+)
 
 log = logging.getLogger(__name__)
 
 UTC = dt.UTC
 _INSERT, _UPDATE, _DELETE = MutationType.Insert, MutationType.Update, MutationType.DeleteRow
 _NAMES = {_INSERT: "insert", _UPDATE: "update", _DELETE: "delete"}
-_Message = TypeVar("_Message", Binlog, PrewriteValue)
+_View = TypeVar("_View", BinlogView, PrewriteValueView)
 
 
 class TranslateError(DrainerError):
@@ -100,17 +108,17 @@ async def to_txn(
     if item.is_fake:
         return Txn(item.commit_ts, item.start_ts)
     with _at(item.commit_ts, "payload"):
-        binlog = _parse(Binlog(), item.payload)
+        binlog = _parse(parse_binlog, item.payload, "Binlog")
     if binlog.ddl_job_id > 0:
         return await _ddl_txn(item, binlog, schema, history)
     return await _dml_txn(item, binlog, schema, history, tz)
 
 
-def _parse(message: _Message, data: bytes) -> _Message:
+def _parse(parse: Callable[[bytes], _View], data: bytes, what: str) -> _View:
     try:
-        return message.parse(data)
-    except (RuntimeError, ValueError) as e:
-        raise DecodeError(f"not a {type(message).__name__} message: {e}") from e
+        return parse(data)
+    except MalformedMessage as e:
+        raise DecodeError(f"not a {what} message: {e}") from e
 
 
 async def _catch_up(schema: SchemaTracker, history: DdlHistory, upto: int) -> None:
@@ -125,7 +133,7 @@ async def _catch_up(schema: SchemaTracker, history: DdlHistory, upto: int) -> No
 
 
 async def _ddl_txn(
-    item: PulledBinlogItem, binlog: Binlog, schema: SchemaTracker, history: DdlHistory
+    item: PulledBinlogItem, binlog: BinlogView, schema: SchemaTracker, history: DdlHistory
 ) -> Txn:
     ts, job_id = item.commit_ts, binlog.ddl_job_id
     query = binlog.ddl_query.decode("utf-8", "replace")
@@ -148,7 +156,7 @@ async def _ddl_txn(
     return Txn(ts, item.start_ts, ddl=ddl, schema_version=job.schema_version)
 
 
-def _not_replicated(job: DdlJob, binlog: Binlog) -> bool:
+def _not_replicated(job: DdlJob, binlog: BinlogView) -> bool:
     if not job.is_done or job.schema_version <= 0:  # cancelled, rolled back, failed
         return True
     # DROP COLUMN writes a binlog at its DeleteOnly step too; the final one applies it.
@@ -158,14 +166,14 @@ def _not_replicated(job: DdlJob, binlog: Binlog) -> bool:
 
 async def _dml_txn(
     item: PulledBinlogItem,
-    binlog: Binlog,
+    binlog: BinlogView,
     schema: SchemaTracker,
     history: DdlHistory,
     tz: dt.tzinfo,
 ) -> Txn:
     ts = item.commit_ts
     with _at(ts, "prewrite value"):
-        pv = _parse(PrewriteValue(), binlog.prewrite_value)
+        pv = _parse(parse_prewrite_value, binlog.prewrite_value, "PrewriteValue")
         await _catch_up(schema, history, pv.schema_version)
     rows: list[RowChange] = []
     for mut in pv.mutations:
@@ -182,7 +190,7 @@ async def _dml_txn(
         raise UndecodableBinlog(f"binlog at commit ts {ts}: {e}") from e
 
 
-def _mutation_rows(mut: TableMutation, table: TrackedTable, tz: dt.tzinfo) -> list[RowChange]:
+def _mutation_rows(mut: TableMutationView, table: TrackedTable, tz: dt.tzinfo) -> list[RowChange]:
     if mut.deleted_ids or mut.deleted_pks:
         raise DecodeError("obsolete deleted_ids/deleted_pks rows are not supported")
     lists = {_INSERT: mut.inserted_rows, _UPDATE: mut.updated_rows, _DELETE: mut.deleted_rows}
@@ -205,7 +213,7 @@ def _mutation_rows(mut: TableMutation, table: TrackedTable, tz: dt.tzinfo) -> li
     return out
 
 
-def _row_change(kind: MutationType, row: bytes, table: TrackedTable, tz: dt.tzinfo) -> RowChange:
+def _row_change(kind: int, row: bytes, table: TrackedTable, tz: dt.tzinfo) -> RowChange:
     if kind == _INSERT:
         handle, cols = decode_inserted_row(row, len(table.handle))
         for col, datum in zip(table.handle, handle, strict=True):

@@ -1,0 +1,363 @@
+"""Drainer throughput and latency into a real MariaDB, against a direct multi-row INSERT client.
+
+Setup: etcd, two pumps and a drainer as real processes (``DemoCluster``), a private MariaDB
+downstream. Sysbench-like tables (``id`` primary key, ``k`` with a secondary index, ``c`` and
+``pad`` strings) are created through the DDL history and DDL binlogs, so the drainer creates
+them downstream itself.
+
+1. Backlog: about ``--rows`` row changes written through the pump client before the drainer
+   starts: half in transactions of 1-10 rows (70 % inserts, 20 % updates, 10 % deletes), half
+   in transactions of 100 inserted rows. The drainer then starts (consistent mode) and the
+   clock runs from its spawn until the downstream checkpoint passes the last transaction.
+   Baseline, same run: the same number of rows loaded into a fresh table of the same shape by
+   one client with 1000-row ``INSERT`` statements.
+2. Latency: with the drainer caught up, single-row transactions at a steady ``--rate`` per
+   second for ``--seconds``; a transaction is visible once the downstream checkpoint (written
+   in the same downstream transaction as its rows) reaches its commit ts. Reported: p50/p99 of
+   visible time minus the time its commit ts was taken (the upstream commit point).
+
+Prints two JSON lines (``drainer_backlog`` and ``drainer_latency``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import asyncmy
+import uvloop
+
+from bench.bench_pump_write import peak_rss_mib
+from coord.cluster_id import read_cluster_id
+from coord.etcd import EtcdKv
+from ddlhistory import Action, DbInfo, KvDdlHistory
+from ddlhistory.build import ddl_job, table_info
+from pumpclient import PumpsClient
+from services.demo.cluster import DemoCluster
+from services.demo.procs import Supervisor
+from sinks.checkpoint import CheckpointRecord
+from tests.support.mariadb import MariaDBServer, make_template, running_server
+from tidbcodec import (
+    BytesDatum,
+    Datum,
+    IntDatum,
+    encode_deleted_row,
+    encode_inserted_row,
+    encode_updated_row,
+)
+from tidbcodec import mysqltypes as mt
+from tso.client import TsoClient
+from wire.binlog import MutationType, PrewriteValue, TableMutation
+
+DB = DbInfo(1, "bench")
+COLUMNS = [
+    ("id", mt.ColumnType(mt.TYPE_LONGLONG, flag=mt.NOT_NULL_FLAG, flen=20)),
+    ("k", mt.ColumnType(mt.TYPE_LONG, flag=mt.NOT_NULL_FLAG, flen=11)),
+    ("c", mt.ColumnType(mt.TYPE_STRING, flag=mt.NOT_NULL_FLAG, flen=120, charset="utf8mb4")),
+    ("pad", mt.ColumnType(mt.TYPE_STRING, flag=mt.NOT_NULL_FLAG, flen=60, charset="utf8mb4")),
+]
+CREATE = (
+    "CREATE TABLE {name} (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0, "
+    "c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', KEY k_1 (k))"
+)
+SMALL, LARGE, STEADY = (
+    table_info(10 + i, f"sbtest{i}", COLUMNS, primary_key=["id"]) for i in (1, 2, 3)
+)
+INS, UPD, DEL = (
+    MutationType(m) for m in (MutationType.Insert, MutationType.Update, MutationType.DeleteRow)
+)
+WRITERS = 256
+
+Row = tuple[int, int, str, str]
+
+
+def cols(r: Row) -> list[tuple[int, Datum]]:
+    return [
+        (1, IntDatum(r[0])),
+        (2, IntDatum(r[1])),
+        (3, BytesDatum(r[2].encode())),
+        (4, BytesDatum(r[3].encode())),
+    ]
+
+
+def new_row(rng: random.Random, rid: int) -> Row:
+    return rid, rng.randrange(1 << 20), f"{rng.getrandbits(400):0120x}"[:120], f"{rid:060d}"
+
+
+def prewrite_value(
+    version: int, table_id: int, changes: Sequence[tuple[MutationType, Row, Row | None]]
+) -> bytes:
+    m = TableMutation(table_id=table_id)
+    for kind, row, old in changes:
+        if kind == INS:
+            m.inserted_rows.append(encode_inserted_row([IntDatum(row[0])], cols(row)))
+        elif kind == UPD:
+            assert old is not None
+            m.updated_rows.append(encode_updated_row(cols(old), cols(row)))
+        else:
+            m.deleted_rows.append(encode_deleted_row(cols(row)))
+        m.sequence.append(kind)
+    return bytes(PrewriteValue(schema_version=version, mutations=[m]))
+
+
+class Upstream:
+    """Plays TiDB: DDL into the history + DDL binlogs, and transactions through the pump client."""
+
+    def __init__(self, kv: EtcdKv, tso: TsoClient, client: PumpsClient) -> None:
+        self.history = KvDdlHistory(kv)
+        self.tso = tso
+        self.client = client
+        self.version = 0
+        self.last_commit = 0
+
+    async def ddl(self, job_id: int, action: Action, table: Any, query: str) -> None:
+        job = await self.history.append_job(lambda v: ddl_job(job_id, action, v, DB, table, query))
+        self.version = job.schema_version
+        start = await self.tso.get_ts()
+        await self.client.prewrite(start, b"", ddl_query=query.encode(), ddl_job_id=job_id)
+        commit = await self.tso.get_ts()
+        await self.client.commit(start, commit)
+        self.last_commit = max(self.last_commit, commit)
+
+    async def txn(self, value: bytes, on_commit_ts: Callable[[int], None] | None = None) -> int:
+        start = await self.tso.get_ts()
+        await self.client.prewrite(start, value, b"k%d" % start)
+        commit = await self.tso.get_ts()
+        if on_commit_ts is not None:
+            on_commit_ts(commit)
+        await self.client.commit(start, commit)
+        self.last_commit = max(self.last_commit, commit)
+        return commit
+
+
+def backlog_values(version: int, rows: int, seed: int) -> list[bytes]:
+    """PrewriteValues for ``rows`` row changes: half small mixed txns, half 100-row inserts."""
+    rng = random.Random(seed)
+    values: list[bytes] = []
+    live: dict[int, Row] = {}
+    ids: list[int] = []
+    next_id = 1
+    done = 0
+    while done < rows // 2:
+        changes: list[tuple[MutationType, Row, Row | None]] = []
+        touched: set[int] = set()
+        for _ in range(rng.randint(1, 10)):
+            p = rng.random()
+            if p < 0.7 or len(ids) < 100:
+                row = new_row(rng, next_id)
+                next_id += 1
+                live[row[0]] = row
+                ids.append(row[0])
+                changes.append((INS, row, None))
+                touched.add(row[0])
+                continue
+            rid = ids[rng.randrange(len(ids))]
+            if rid in touched or rid not in live:
+                continue
+            touched.add(rid)
+            old = live[rid]
+            if p < 0.9:
+                new = (rid, old[1] + 1, old[2], old[3])
+                live[rid] = new
+                changes.append((UPD, new, old))
+            else:
+                del live[rid]
+                changes.append((DEL, old, None))
+        if changes:
+            values.append(prewrite_value(version, SMALL.id, changes))
+            done += len(changes)
+    big_id = 1
+    while done < rows:
+        batch = [(INS, new_row(rng, big_id + i), None) for i in range(100)]
+        big_id += 100
+        values.append(prewrite_value(version, LARGE.id, batch))
+        done += 100
+    return values
+
+
+async def write_all(up: Upstream, values: list[bytes]) -> None:
+    it = iter(values)
+
+    async def writer() -> None:
+        for v in it:
+            await up.txn(v)
+
+    async with asyncio.TaskGroup() as tg:
+        for i in range(WRITERS):
+            tg.create_task(writer(), name=f"bench-writer-{i}")
+
+
+async def downstream_checkpoint(conn: Any) -> int:
+    async with conn.cursor() as cur:
+        await cur.execute("SELECT checkPoint FROM tidb_binlog.checkpoint")
+        rows = await cur.fetchall()
+    await conn.commit()  # end the read snapshot so the next poll sees new commits
+    return max((CheckpointRecord.from_json(r[0]).commit_ts for r in rows), default=0)
+
+
+async def wait_checkpoint(conn: Any, ts: int, within: float) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if await downstream_checkpoint(conn) >= ts:
+                return
+        except asyncmy.errors.ProgrammingError:
+            pass  # the checkpoint table does not exist yet
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"the downstream checkpoint did not reach {ts} within {within:.0f} s")
+
+
+async def baseline(db: MariaDBServer, rows: int, seed: int) -> float:
+    """rows/s loading ``rows`` rows with 1000-row INSERT statements, autocommit, one client."""
+    rng = random.Random(seed)
+    data = [new_row(rng, i + 1) for i in range(rows)]
+    conn = await asyncmy.connect(
+        host=db.host, port=db.port, user=db.user, password=db.password, autocommit=True
+    )
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute("CREATE DATABASE IF NOT EXISTS bench_base")
+            await cur.execute(CREATE.format(name="bench_base.sbtest"))
+            t0 = time.perf_counter()
+            for i in range(0, rows, 1000):
+                chunk = data[i : i + 1000]
+                sql = "INSERT INTO bench_base.sbtest VALUES " + ",".join(
+                    ["(%s,%s,%s,%s)"] * len(chunk)
+                )
+                await cur.execute(sql, [v for r in chunk for v in r])
+            return rows / (time.perf_counter() - t0)
+    finally:
+        conn.close()
+
+
+async def steady(up: Upstream, conn: Any, rate: float, seconds: float) -> list[float]:
+    """Commit-to-visible latencies (s) of single-row transactions at ``rate`` per second."""
+    committed: dict[int, float] = {}
+    visible: dict[int, float] = {}
+    rng = random.Random(7)
+    n = int(rate * seconds)
+    values = [
+        prewrite_value(up.version, STEADY.id, [(INS, new_row(rng, i + 1), None)]) for i in range(n)
+    ]
+    gate = asyncio.Semaphore(1000)
+    stop = asyncio.Event()
+
+    async def one(v: bytes) -> None:
+        async with gate:
+            await up.txn(v, lambda ts: committed.__setitem__(ts, time.monotonic()))
+
+    async def watch() -> None:
+        while not stop.is_set() or len(visible) < len(committed):
+            ckpt = await downstream_checkpoint(conn)
+            now = time.monotonic()
+            for ts in [t for t in committed if t not in visible and t <= ckpt]:
+                visible[ts] = now
+            await asyncio.sleep(0.02)
+
+    async with asyncio.TaskGroup() as tg:
+        watcher = tg.create_task(watch(), name="bench-visibility")
+        t0 = time.monotonic()
+        for i, v in enumerate(values):
+            delay = t0 + i / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tg.create_task(one(v), name="bench-steady-txn")
+        stop.set()
+        await asyncio.wait_for(watcher, 120)
+    return [visible[ts] - committed[ts] for ts in committed]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def measure(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    template = make_template(work / "mariadb-template")
+    with running_server(template, work / "downstream") as db:
+        base_rate = await baseline(db, args.rows, args.seed)
+        root = work / "cluster"
+        root.mkdir()
+        async with DemoCluster(root, Supervisor(root)) as cluster:
+            etcd = await cluster.start_etcd()
+            await cluster.start_pumps(2)
+            async with EtcdKv.connect([etcd.url]) as kv:
+                cluster_id = await read_cluster_id(kv)
+                assert cluster_id is not None
+                async with TsoClient(kv, cluster_id) as tso, PumpsClient(kv, cluster_id) as client:
+                    up = Upstream(kv, tso, client)
+                    first = await tso.get_ts()
+                    await up.ddl(1, Action.CREATE_SCHEMA, None, "CREATE DATABASE bench")
+                    for job_id, t in ((2, SMALL), (3, LARGE), (4, STEADY)):
+                        await up.ddl(job_id, Action.CREATE_TABLE, t, CREATE.format(name=t.name))
+                    values = backlog_values(up.version, args.rows, args.seed)
+                    t0 = time.perf_counter()
+                    await write_all(up, values)
+                    write_s = time.perf_counter() - t0
+                    sink = db.dsn() + "?consistent=true"
+                    t0 = time.perf_counter()
+                    drainer = await cluster.start_drainer(
+                        sink, extra=["--initial-commit-ts", str(first)]
+                    )
+                    conn = await asyncmy.connect(
+                        host=db.host, port=db.port, user=db.user, password=db.password
+                    )
+                    try:
+                        await wait_checkpoint(conn, up.last_commit, args.timeout)
+                        elapsed = time.perf_counter() - t0
+                        latencies = await steady(up, conn, args.rate, args.seconds)
+                    finally:
+                        conn.close()
+                    rss = peak_rss_mib(drainer.child.pid)
+    rows_per_s = args.rows / elapsed
+    backlog = {
+        "bench": "drainer_backlog",
+        "row_changes": args.rows,
+        "txns": len(values),
+        "backlog_write_s": round(write_s, 1),
+        "drainer_rows_per_s": round(rows_per_s),
+        "baseline_multirow_insert_rows_per_s": round(base_rate),
+        "ratio_to_baseline": round(rows_per_s / base_rate, 3),
+        "drainer_peak_rss_mib": round(rss, 1),
+        "target_rows_per_s": 30000,
+        "target_ratio": 0.5,
+    }
+    latency = {
+        "bench": "drainer_latency",
+        "txns_per_s": args.rate,
+        "seconds": args.seconds,
+        "txns": len(latencies),
+        "p50_s": round(statistics.median(latencies), 3),
+        "p99_s": round(pct(latencies, 0.99), 3),
+        "max_s": round(max(latencies), 3),
+        "target_p99_s": 1.0,
+    }
+    return backlog, latency
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--rate", type=float, default=2000)
+    ap.add_argument("--seconds", type=float, default=15)
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-drainer-") as tmp:
+        backlog, latency = uvloop.run(measure(Path(tmp), args))
+    print(json.dumps(backlog))
+    print(json.dumps(latency))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Fast decoding of the two messages the drainer reads for every binlog: ``Binlog`` and the
+``PrewriteValue`` inside it, into plain slotted objects.
+
+betterproto builds a full message object per ``TableMutation`` and routes every attribute
+through ``__getattribute__``; for a drainer decoding every row of every transaction that was
+a quarter of its CPU. These readers walk the protobuf wire format once (proto2 and proto3
+encodings alike: repeated scalars packed or not), keep unknown fields out, and reject what is
+not well formed with ``MalformedMessage``. The views hold exactly the fields of tipb's
+``binlog.proto`` with the same names, so code can use either form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+_UINT64 = 1 << 64
+_INT64_SIGN = 1 << 63
+
+
+class MalformedMessage(ValueError):
+    """The bytes are not a well-formed message of the expected type."""
+
+
+@dataclass(slots=True)
+class BinlogView:
+    tp: int = 0
+    start_ts: int = 0
+    commit_ts: int = 0
+    prewrite_key: bytes = b""
+    prewrite_value: bytes = b""
+    ddl_query: bytes = b""
+    ddl_job_id: int = 0
+    ddl_schema_state: int = 0
+
+
+@dataclass(slots=True)
+class TableMutationView:
+    table_id: int = 0
+    inserted_rows: list[bytes] = field(default_factory=list)
+    updated_rows: list[bytes] = field(default_factory=list)
+    deleted_ids: list[int] = field(default_factory=list)
+    deleted_pks: list[bytes] = field(default_factory=list)
+    deleted_rows: list[bytes] = field(default_factory=list)
+    sequence: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PrewriteValueView:
+    schema_version: int = 0
+    mutations: list[TableMutationView] = field(default_factory=list)
+
+
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    b = buf[pos] if pos < end else -1
+    if 0 <= b < 0x80:  # the common one-byte case
+        return b, pos + 1
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise MalformedMessage("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            if result >= _UINT64:
+                raise MalformedMessage("varint overflows 64 bits")
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise MalformedMessage("varint too long")
+
+
+def _int64(v: int) -> int:
+    return v - _UINT64 if v & _INT64_SIGN else v
+
+
+def _int32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v & 0x80000000 else v
+
+
+def _fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | bytes]]:
+    """(field number, wire type, value) of each field in ``buf[pos:end]``; a length-delimited
+    value is its bytes, a varint its int; fixed-width fields are skipped (none expected)."""
+    out: list[tuple[int, int, int | bytes]] = []
+    while pos < end:
+        key, pos = _varint(buf, pos, end)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise MalformedMessage("field number 0")
+        if wire == 0:
+            value, pos = _varint(buf, pos, end)
+            out.append((number, 0, value))
+        elif wire == 2:
+            length, pos = _varint(buf, pos, end)
+            stop = pos + length
+            if stop > end:
+                raise MalformedMessage(f"field {number} runs past the end")
+            out.append((number, 2, buf[pos:stop]))
+            pos = stop
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+            if pos > end:
+                raise MalformedMessage(f"field {number} runs past the end")
+        else:
+            raise MalformedMessage(f"unsupported wire type {wire} for field {number}")
+    return out
+
+
+def _varints(data: bytes) -> list[int]:
+    """A packed repeated varint field."""
+    out = []
+    pos, end = 0, len(data)
+    while pos < end:
+        v, pos = _varint(data, pos, end)
+        out.append(v)
+    return out
+
+
+def _scalar(number: int, wire: int, value: int | bytes) -> int:
+    if wire != 0 or not isinstance(value, int):
+        raise MalformedMessage(f"field {number} should be a varint")
+    return value
+
+
+def _bytes(number: int, wire: int, value: int | bytes) -> bytes:
+    if wire != 2 or not isinstance(value, bytes):
+        raise MalformedMessage(f"field {number} should be length-delimited")
+    return value
+
+
+def parse_binlog(buf: bytes) -> BinlogView:
+    b = BinlogView()
+    for number, wire, value in _fields(buf, 0, len(buf)):
+        if number == 1:
+            b.tp = _int32(_scalar(number, wire, value))
+        elif number == 2:
+            b.start_ts = _int64(_scalar(number, wire, value))
+        elif number == 3:
+            b.commit_ts = _int64(_scalar(number, wire, value))
+        elif number == 4:
+            b.prewrite_key = _bytes(number, wire, value)
+        elif number == 5:
+            b.prewrite_value = _bytes(number, wire, value)
+        elif number == 6:
+            b.ddl_query = _bytes(number, wire, value)
+        elif number == 7:
+            b.ddl_job_id = _int64(_scalar(number, wire, value))
+        elif number == 8:
+            b.ddl_schema_state = _int32(_scalar(number, wire, value))
+    return b
+
+
+def _repeated_ints(into: list[int], wire: int, value: int | bytes, *, int32: bool) -> None:
+    """One element (unpacked) or a packed run of them."""
+    if wire == 2 and isinstance(value, bytes):
+        items = _varints(value)
+    else:
+        items = [_scalar(0, wire, value)]
+    into.extend(_int32(v) if int32 else _int64(v) for v in items)
+
+
+def _mutation(data: bytes) -> TableMutationView:
+    m = TableMutationView()
+    for number, wire, value in _fields(data, 0, len(data)):
+        if number == 1:
+            m.table_id = _int64(_scalar(number, wire, value))
+        elif number == 2:
+            m.inserted_rows.append(_bytes(number, wire, value))
+        elif number == 3:
+            m.updated_rows.append(_bytes(number, wire, value))
+        elif number == 4:
+            _repeated_ints(m.deleted_ids, wire, value, int32=False)
+        elif number == 5:
+            m.deleted_pks.append(_bytes(number, wire, value))
+        elif number == 6:
+            m.deleted_rows.append(_bytes(number, wire, value))
+        elif number == 7:
+            _repeated_ints(m.sequence, wire, value, int32=True)
+    return m
+
+
+def parse_prewrite_value(buf: bytes) -> PrewriteValueView:
+    pv = PrewriteValueView()
+    for number, wire, value in _fields(buf, 0, len(buf)):
+        if number == 1:
+            pv.schema_version = _int64(_scalar(number, wire, value))
+        elif number == 2:
+            pv.mutations.append(_mutation(_bytes(number, wire, value)))
+    return pv
