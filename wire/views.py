@@ -188,3 +188,41 @@ def parse_prewrite_value(buf: bytes) -> PrewriteValueView:
         elif number == 2:
             pv.mutations.append(_mutation(_bytes(number, wire, value)))
     return pv
+
+
+@dataclass(slots=True)
+class MetaView:
+    start_ts: int = 0
+    commit_ts: int = 0
+
+
+@dataclass(slots=True)
+class EntityView:
+    payload: bytes = b""
+    meta: MetaView = field(default_factory=MetaView)
+
+
+@dataclass(slots=True)
+class PullBinlogRespView:
+    entity: EntityView = field(default_factory=EntityView)
+
+
+def parse_pull_response(buf: bytes) -> PullBinlogRespView:
+    """A ``PullBinlogResp``: the entity's payload and meta (its position and checksum are not
+    used by the drainer and are skipped)."""
+    resp = PullBinlogRespView()
+    for number, wire, value in _fields(buf, 0, len(buf)):
+        if number != 1:
+            continue
+        data = _bytes(number, wire, value)
+        for n, w, v in _fields(data, 0, len(data)):
+            if n == 2:
+                resp.entity.payload = _bytes(n, w, v)
+            elif n == 4:
+                meta = _bytes(n, w, v)
+                for mn, mw, mv in _fields(meta, 0, len(meta)):
+                    if mn == 1:
+                        resp.entity.meta.start_ts = _int64(_scalar(mn, mw, mv))
+                    elif mn == 2:
+                        resp.entity.meta.commit_ts = _int64(_scalar(mn, mw, mv))
+    return resp

@@ -20,9 +20,10 @@ import logging
 import ssl
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import NoReturn, cast
+from typing import Any, NoReturn, cast
 
 from grpclib.client import Channel
+from grpclib.encoding.proto import ProtoCodec
 
 from services.drainer.errors import MalformedPayload
 from services.drainer.feed import Inbox
@@ -30,13 +31,27 @@ from services.drainer.item import PulledBinlogItem
 from settings.parsers import split_host_port
 from wire.binlog import Pos, PullBinlogReq, PullBinlogResp, PumpStub
 from wire.peek import MalformedBinlog, peek
+from wire.views import MalformedMessage, PullBinlogRespView, parse_pull_response
 
 log = logging.getLogger(__name__)
 
 RETRY_INTERVAL = 1.0  # seconds before reconnecting after an error or a closed stream
 
 
-def to_item(node_id: str, resp: PullBinlogResp) -> PulledBinlogItem:
+class PullCodec(ProtoCodec):
+    """grpclib's protobuf codec, but the pull stream's responses are read by the one-pass
+    ``wire.views`` decoder (betterproto objects cost more than the rest of pulling)."""
+
+    def decode(self, data: bytes, message_type: Any) -> Any:
+        if message_type is PullBinlogResp:
+            try:
+                return parse_pull_response(data)
+            except MalformedMessage as e:
+                raise MalformedPayload(f"a pump sent an unreadable PullBinlogResp: {e}") from e
+        return super().decode(data, message_type)
+
+
+def to_item(node_id: str, resp: PullBinlogResp | PullBinlogRespView) -> PulledBinlogItem:
     """The item for one streamed entity; MalformedPayload if it is not a binlog."""
     payload = resp.entity.payload
     try:
@@ -114,7 +129,7 @@ class Puller:
 
     async def _pull(self) -> None:
         host, port = split_host_port(self.addr)
-        channel = Channel(host, port, ssl=self._ssl)
+        channel = Channel(host, port, ssl=self._ssl, codec=PullCodec())
         try:
             request = PullBinlogReq(
                 cluster_id=self._cluster_id, start_from=Pos(offset=self._last_ts)

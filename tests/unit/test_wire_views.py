@@ -7,8 +7,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wire.binlog import Binlog, BinlogType, MutationType, PrewriteValue, TableMutation
-from wire.views import MalformedMessage, parse_binlog, parse_prewrite_value
+from wire.binlog import (
+    Binlog,
+    BinlogType,
+    Entity,
+    Meta,
+    MutationType,
+    Pos,
+    PrewriteValue,
+    PullBinlogResp,
+    TableMutation,
+)
+from wire.views import (
+    MalformedMessage,
+    parse_binlog,
+    parse_prewrite_value,
+    parse_pull_response,
+)
 
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 blobs = st.lists(st.binary(max_size=40), max_size=4)
@@ -90,3 +105,24 @@ def test_unpacked_sequence_as_proto2_writers_send_it() -> None:
 def test_malformed_bytes_are_refused(data: bytes) -> None:
     with pytest.raises(MalformedMessage):
         parse_binlog(data)
+
+
+@given(
+    st.builds(
+        PullBinlogResp,
+        entity=st.builds(
+            Entity,
+            pos=st.builds(Pos, suffix=st.integers(0, (1 << 64) - 1), offset=i64),
+            payload=st.binary(max_size=60),
+            checksum=st.binary(max_size=8),
+            meta=st.builds(Meta, start_ts=i64, commit_ts=i64),
+        ),
+    )
+)
+def test_pull_responses_read_like_betterproto(resp: PullBinlogResp) -> None:
+    view = parse_pull_response(bytes(resp))
+    assert view.entity.payload == resp.entity.payload
+    assert (view.entity.meta.start_ts, view.entity.meta.commit_ts) == (
+        resp.entity.meta.start_ts,
+        resp.entity.meta.commit_ts,
+    )
