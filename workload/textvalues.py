@@ -16,9 +16,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 from decimal import Decimal
+from typing import cast
 
-from tidbcodec import JSON_NULL, JsonNull
+from tidbcodec import JSON_NULL, JsonNull, JsonValue
 from tidbcodec import mysqltypes as mt
+from tidbcodec.json_text import to_text
 from tidbcodec.values import to_float32
 
 _INT64 = 1 << 63
@@ -53,7 +55,8 @@ def set_text(v: frozenset[str], elems: tuple[str, ...]) -> str:
 
 
 def json_text(v: Value) -> str:
-    return "null" if isinstance(v, JsonNull) else json.dumps(v, ensure_ascii=False)
+    """TiDB's JSON text (keys sorted), which is what the drainer sends downstream too."""
+    return "null" if isinstance(v, JsonNull) else to_text(cast(JsonValue, v))
 
 
 def stored(v: Value, ft: mt.ColumnType) -> int | float | str | bytes | None:

@@ -1,80 +1,104 @@
-"""Composition root of the demo: cluster up, load, binlogctl, verification, cluster down.
+"""Composition root of the demo: the whole pipeline up, loaded, checked and down.
 
-Order: wipe the data dir -> etcd -> pumps (each embeds a TSO member) -> etcd
-client, TSO client and pump client -> load for ``duration`` seconds -> close
-the clients -> ``binlogctl pumps`` -> pull and check -> (``--keep``: wait for
-Ctrl-C) -> stop pumps, then etcd.
+Order: wipe the data dir -> drop the demo's databases on a MySQL side -> etcd -> pumps (each
+embeds a TSO member) -> etcd client and TSO client -> a TSO timestamp -> the drainer, started
+after that timestamp -> pump client and upstream -> bank and mixed workloads for ``duration``
+seconds, a progress line per second -> wait until the drainer's checkpoint reaches the
+workload's last commit ts (timed from the end of the load) -> ``binlogctl pumps`` and
+``binlogctl drainers`` -> the consistency checker and the bank totals -> RESULT ->
+(``--keep``: wait for Ctrl-C) -> stop the drainer, the pumps, then etcd.
 
-Invariant: the cluster is stopped on every way out: success, a failed check,
-an error, or the ``stop`` event (first Ctrl-C/SIGTERM), which cancels
-whatever step is running, except the load: its writers finish the
-transaction they are in, so the pump client closes with no RPC in flight.
+Invariant: the cluster is stopped on every way out: success, a failed check, an error, or the
+``stop`` event (first Ctrl-C/SIGTERM), which cancels whatever step is running, except the load:
+its writers finish the transaction they are in, so no prewrite is left without its commit or
+rollback binlog.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
+
+from checker import CheckerError, Report, compare
 from coord.cluster_id import read_cluster_id
 from coord.election import current_leader
 from coord.etcd import EtcdKv
-from pumpclient import ClientStats, PumpsClient
-from services.demo.cluster import DemoCluster, PumpNode, prepare_data_dir
-from services.demo.ctl import ctl_argv, run_binlogctl
+from ddlhistory import KvDdlHistory
+from pumpclient import PumpsClient
+from services.demo.cluster import DemoCluster, DrainerNode, PumpNode, prepare_data_dir
+from services.demo.ctl import run_binlogctl
+from services.demo.databases import bank_total, bank_total_at, clear_mysql
+from services.demo.drainer_watch import CatchUp, DrainerWatch
+from services.demo.endpoints import DATABASES, Endpoints
 from services.demo.errors import DemoError
-from services.demo.loadgen import LoadGenerator
+from services.demo.load import DemoLoad, LoadResult
 from services.demo.procs import Supervisor
+from services.demo.progress import Counts, lag_seconds, rate
 from services.demo.ui import Console
-from services.demo.verify import check, pull_all
+from services.demo.verdict import Verdict
 from tso.client import TsoClient
 from tso.keys import LEADER_PREFIX
+from workload import Upstream, WorkloadError, open_upstream
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 PUMPS = 2
-PULL_TIMEOUT = 60.0  # seconds the verification may pull before it reports what is missing
+CHECKPOINT_INTERVAL = "0.5"  # seconds between the drainer's checkpoint saves
+CATCH_UP_TIMEOUT = 60.0  # seconds the drainer gets to pass the last commit after the load
 COMMIT_TIMEOUT = 30.0  # seconds the pump client retries a C-binlog (TiDB: 600)
+TABLES = [f"{db}.*" for db in DATABASES]  # what the checker compares
 
 
 @dataclass(frozen=True)
 class Options:
-    duration: float = 20.0  # seconds of load
-    writers: int = 32  # concurrent writer tasks
+    endpoints: Endpoints
+    duration: float = 30.0  # seconds of load
+    writers: int = 8  # concurrent writers, split between bank and mixed
     data_dir: Path = Path("demo-data")  # absolute once parsed
-    keep: bool = False  # keep the cluster running after the check, until Ctrl-C
-    rollback_ratio: float = 0.05
+    keep: bool = False  # keep everything running after the result, until Ctrl-C
 
 
 @dataclass(frozen=True)
 class Outcome:
-    passed: bool  # the verification passed
-    sample_start_ts: int  # a transaction stored on pump-1 (0 if none)
+    passed: bool
+    drainer: DrainerNode
 
 
-async def run(opts: Options, supervisor: Supervisor, ui: Console, stop: asyncio.Event) -> int:
-    """The whole demo; the exit code (0 pass, 1 fail, 130 interrupted)."""
-    ui.banner(opts.duration, opts.writers, opts.data_dir)
-    ui.leftovers(prepare_data_dir(opts.data_dir))
-    async with DemoCluster(opts.data_dir, supervisor) as cluster:
-        try:
-            outcome = await _until(stop, _demo(opts, cluster, ui, stop))
-            if outcome is None:
-                ui.interrupted()
-                return 130
-            if opts.keep and cluster.etcd is not None:
-                ui.keep(cluster.etcd, cluster.pumps, ctl_argv(), outcome.sample_start_ts)
-                await stop.wait()
-            return 0 if outcome.passed else 1
-        finally:
+async def run(opts: Options, cluster: DemoCluster, ui: Console, stop: asyncio.Event) -> int:
+    """The whole demo in ``cluster`` (entered, its data dir prepared); the exit code
+    (0 pass, 1 fail, 130 interrupted)."""
+    try:
+        outcome = await _until(stop, _demo(opts, cluster, ui, stop))
+        if outcome is None:
+            ui.interrupted()
+            return 130
+        if opts.keep and cluster.etcd is not None:
+            ui.keep(cluster.etcd, cluster.pumps, outcome.drainer, opts.endpoints)
+            await stop.wait()
+        return 0 if outcome.passed else 1
+    finally:
+        if cluster.etcd is None:  # nothing was started
+            await cluster.stop()
+        else:
             ui.stopping()
             ui.stopped(await cluster.stop())
+
+
+async def main(opts: Options, supervisor: Supervisor, ui: Console, stop: asyncio.Event) -> int:
+    ui.banner(opts.duration, opts.writers, opts.data_dir, opts.endpoints)
+    ui.leftovers(prepare_data_dir(opts.data_dir))
+    async with DemoCluster(opts.data_dir, supervisor) as cluster:
+        return await run(opts, cluster, ui, stop)
 
 
 async def _until(stop: asyncio.Event, coro: Coroutine[Any, Any, T]) -> T | None:
@@ -94,51 +118,71 @@ async def _until(stop: asyncio.Event, coro: Coroutine[Any, Any, T]) -> T | None:
 
 
 @dataclass(frozen=True)
-class Cluster:
-    """What the load and the checks need to know about the running cluster."""
-
+class Started:
     etcd_url: str
     pumps: list[PumpNode]
     cluster_id: int
-    leader: str  # name of the pump whose TSO member leads
 
 
 async def _demo(opts: Options, cluster: DemoCluster, ui: Console, stop: asyncio.Event) -> Outcome:
+    ends = opts.endpoints
+    for side, url in (("upstream", ends.upstream), ("downstream", ends.downstream)):
+        ui.cleared(ends, side, await clear_mysql(url))
     started = await _start(cluster, ui)
-    ui.step(
-        3,
-        f"Writing bank transactions: {opts.writers} writers for {opts.duration:g} s, "
-        f"~{opts.rollback_ratio:.0%} rolled back",
-    )
-    load = asyncio.create_task(_load(opts, started, ui, stop), name="demo-load")
-    try:
-        gen, client_stats = await asyncio.shield(load)
-    except asyncio.CancelledError:
-        # Interrupted (``stop`` is set): cutting the writers off mid-RPC would
-        # leave prewrites dangling, so they finish their transaction first.
-        await load
-        raise
+    async with AsyncExitStack() as stack:
+        kv = await stack.enter_async_context(EtcdKv.connect([started.etcd_url]))
+        tso = await stack.enter_async_context(TsoClient(kv, started.cluster_id))
 
-    ui.step(4, "The cluster as an operator sees it (binlogctl, a separate process)")
-    argv, code, output = await run_binlogctl("pumps", "--pd-urls", started.etcd_url)
-    ui.command_output(argv, code, output)
+        ui.step(3, "Starting a drainer: it pulls both pumps, merges by commit ts, applies")
+        initial = await tso.get_ts()
+        drainer = await cluster.start_drainer(
+            ends.sink_url,
+            extra=[
+                "--checkpoint-interval",
+                CHECKPOINT_INTERVAL,
+                "--initial-commit-ts",
+                str(initial),
+            ],
+        )
+        ui.drainer(drainer, ends, initial)
+        http = await stack.enter_async_context(
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2))
+        )
+        watch = DrainerWatch(http, drainer.status_url)
+        try:
+            upstream = await stack.enter_async_context(
+                open_upstream(ends.upstream, writers=opts.writers)
+            )
+        except WorkloadError as e:
+            raise DemoError(f"cannot open the upstream {ends.shown('upstream')}: {e}") from e
 
-    ui.step(5, "Verifying: pulling every pump from commit ts 0 and merging by commit ts")
-    upto = max((c.commit_ts for c in gen.committed), default=0)
-    feeds = await pull_all(
-        [(p.name, p.addr) for p in started.pumps],
-        started.cluster_id,
-        upto=upto,
-        limit=PULL_TIMEOUT,
-    )
-    verdict = check(gen.committed, gen.books, feeds)
-    ui.verdict(verdict)
-    ui.result(verdict, gen.stats, client_stats, started.leader)
-    sample = next((s.start_ts for s in feeds[0].binlogs), 0)
-    return Outcome(verdict.ok, sample)
+        ui.step(4, "Running the bank and mixed workloads (TiDB's part: SQL upstream + binlogs)")
+        load = asyncio.create_task(
+            _load(opts, kv, started.cluster_id, tso, upstream, watch, initial, ui, stop),
+            name="demo-load",
+        )
+        try:
+            result, written = await asyncio.shield(load)
+        except asyncio.CancelledError:
+            # Interrupted (``stop`` is set): the writers finish their transaction first.
+            await load
+            raise
+
+        target = result.max_commit_ts
+        ui.step(5, f"Waiting for the drainer's checkpoint to reach the last commit ts {target}")
+        caught = await _catch_up(watch, drainer, target, ui)
+
+        ui.step(6, "The cluster as an operator sees it (binlogctl, a separate process)")
+        for nodes in ("pumps", "drainers"):
+            ui.command_output(*await run_binlogctl(nodes, "--pd-urls", started.etcd_url))
+
+        ui.step(7, "Consistency: the checker compares every table, then the bank's total")
+        verdict = await _check(ends, upstream, result, caught.reached, ui)
+        ui.result(verdict, written, opts.data_dir)
+        return Outcome(verdict.ok, drainer)
 
 
-async def _start(cluster: DemoCluster, ui: Console) -> Cluster:
+async def _start(cluster: DemoCluster, ui: Console) -> Started:
     ui.step(1, "Starting a private etcd (the coordination store, PD's role)")
     etcd = await cluster.start_etcd()
     ui.etcd(etcd)
@@ -155,37 +199,92 @@ async def _start(cluster: DemoCluster, ui: Console) -> Cluster:
     leader_addr = "" if leader is None else leader.value.decode()
     leader_name = next((p.name for p in pumps if p.addr == leader_addr), leader_addr or "?")
     ui.detail(f"cluster ID {cluster_id}; TSO leader: {leader_name} ({leader_addr})")
-    return Cluster(etcd.url, pumps, cluster_id, leader_name)
+    return Started(etcd.url, pumps, cluster_id)
 
 
 async def _load(
-    opts: Options, started: Cluster, ui: Console, stop: asyncio.Event
-) -> tuple[LoadGenerator, ClientStats]:
-    """Run the load generator with a progress line per second; its results and client stats."""
-    async with (
-        EtcdKv.connect([started.etcd_url]) as kv,
-        TsoClient(kv, started.cluster_id) as tso,
-        PumpsClient(kv, started.cluster_id, commit_timeout=COMMIT_TIMEOUT) as client,
-    ):
-        gen = LoadGenerator(tso, client, writers=opts.writers, rollback_ratio=opts.rollback_ratio)
-        loop = asyncio.get_running_loop()
-        began = loop.time()
+    opts: Options,
+    kv: EtcdKv,
+    cluster_id: int,
+    tso: TsoClient,
+    upstream: Upstream,
+    watch: DrainerWatch,
+    initial: int,
+    ui: Console,
+    stop: asyncio.Event,
+) -> tuple[LoadResult, Counts]:
+    """Set up and run both workloads with a progress line per second; the result and what was
+    written in all (set-up included)."""
+    async with PumpsClient(kv, cluster_id, commit_timeout=COMMIT_TIMEOUT) as client:
+        load = DemoLoad(upstream, client, tso, KvDdlHistory(kv))
+        try:
+            setup = await load.setup()
+        except WorkloadError as e:
+            raise DemoError(f"setting the workloads up failed: {e}") from e
+        ui.setup_done(setup, load.tables, load.bank.accounts)
         async with asyncio.TaskGroup() as tg:
-            ticker = tg.create_task(_report(gen, client, ui), name="demo-progress")
-            await gen.run(opts.duration, stop)
+            ticker = tg.create_task(_report(load, watch, initial, ui), name="demo-progress")
+            result = await load.run(opts.writers, opts.duration, stop)
             ticker.cancel()
-        ui.load_done(gen.stats, client.stats, loop.time() - began)
-        return gen, client.stats
+        written = load.counts()
+        ui.load_done(result, written - setup)
+        return result, written
 
 
-async def _report(gen: LoadGenerator, client: PumpsClient, ui: Console) -> None:
+async def _report(load: DemoLoad, watch: DrainerWatch, initial: int, ui: Console) -> None:
     """One progress line per second while the load runs."""
     loop = asyncio.get_running_loop()
     began = loop.time()
-    second, last = 0, 0
+    second, last, last_at = 0, load.counts().commits, began
     while True:
         second += 1
         await asyncio.sleep(max(0.0, began + second - loop.time()))
-        txns = gen.stats.txns
-        ui.progress(second, float(txns - last), gen.stats, client.stats)
-        last = txns
+        now = loop.time()
+        written = load.counts()
+        sample = await watch.sample()
+        lag = lag_seconds(sample.checkpoint_ts, time.time(), initial)
+        ui.progress(
+            second, rate(written.commits - last, now - last_at), written, sample.applied, lag
+        )
+        last, last_at = written.commits, now
+
+
+async def _catch_up(watch: DrainerWatch, drainer: DrainerNode, target: int, ui: Console) -> CatchUp:
+    try:
+        caught = await watch.wait_past(target, CATCH_UP_TIMEOUT, drainer.child.check_alive)
+    except DemoError as e:  # the drainer's process ended
+        ui.drainer_gone(str(e))
+        return CatchUp(False, 0.0, None)
+    ui.caught_up(caught.reached, caught.waited, caught.checkpoint_ts, target)
+    return caught
+
+
+async def _check(
+    ends: Endpoints, upstream: Upstream, result: LoadResult, caught_up: bool, ui: Console
+) -> Verdict:
+    report: Report | None = None
+    error = ""
+    up_total = down_total = None
+    if not caught_up:
+        ui.not_compared("the downstream is not complete, so rows would differ by lag alone")
+    else:
+        try:
+            report = await compare(ends.upstream, ends.downstream, tables=TABLES)
+            ui.report(report)
+            up_total = await bank_total(upstream)
+            down_total = await bank_total_at(ends.downstream)
+        except (CheckerError, DemoError) as e:
+            error = f"the check could not run: {e}"
+            ui.check_error(error)
+    verdict = Verdict(
+        load_error=result.error,
+        caught_up=caught_up,
+        report=report,
+        check_error=error,
+        expected_total=result.expected_total,
+        upstream_total=up_total,
+        downstream_total=down_total,
+    )
+    if report is not None and not error:
+        ui.totals(verdict)
+    return verdict

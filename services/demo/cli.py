@@ -1,10 +1,10 @@
-"""``python -m services.demo``: parse options, configure logging, run the demo.
+"""``python -m services.demo``: parse options and the environment, configure logging, run.
 
-Signals: the first Ctrl-C (SIGINT) or SIGTERM stops the demo cleanly (writers
-finish their transaction, then pumps, then etcd); a second one kills every
-child and exits at once, without waiting on any library's cleanup. Exit codes:
-0 verified (or ``--keep`` ended by Ctrl-C after a pass), 1 the check failed or
-an error, 2 bad usage, 130 interrupted before the check finished.
+Signals: the first Ctrl-C (SIGINT) or SIGTERM stops the demo cleanly (writers finish their
+transaction, then the drainer, the pumps and etcd stop); a second one kills every child and
+exits at once, without waiting on any library's cleanup. Exit codes: 0 PASS (or ``--keep``
+ended by Ctrl-C after a PASS), 1 FAIL or an error, 2 bad usage (flags or
+``TRIBUTARY_DEMO_UPSTREAM``/``TRIBUTARY_DEMO_DOWNSTREAM``), 130 interrupted before the result.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from services.demo.app import Options, run
+from services.demo.app import Options
+from services.demo.app import main as run_demo
+from services.demo.endpoints import DOWNSTREAM_ENV, UPSTREAM_ENV, UsageError, endpoints_from
 from services.demo.errors import DemoError
 from services.demo.procs import Supervisor
 from services.demo.ui import Console
@@ -34,32 +36,40 @@ def _positive(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
+def _writers(text: str) -> int:
     value = int(text)
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"must be in 1..1000, got {text}")
+    if not 2 <= value <= 200:
+        raise argparse.ArgumentTypeError(f"must be in 2..200, got {text}")
     return value
 
 
-def parse(argv: Sequence[str]) -> tuple[Options, str]:
+def parse(argv: Sequence[str], env: Mapping[str, str]) -> tuple[Options, str]:
+    """Options from ``argv`` and ``env``; exits with code 2 on bad usage."""
     p = argparse.ArgumentParser(
         prog="python -m services.demo",
-        description="Run a private etcd and two pumps, write bank transactions through the "
-        "pump client, show the cluster with binlogctl, and verify every acknowledged commit "
-        "comes back out of the pumps exactly once, in commit order.",
+        description="Run the whole pipeline on this machine: etcd, two pumps, a drainer, the "
+        "bank and mixed workloads against an upstream database, then check that the "
+        "downstream equals the upstream.",
+        epilog=f"{UPSTREAM_ENV}=mysql://user:pw@host:port and {DOWNSTREAM_ENV}=... put either "
+        "side on a MySQL/MariaDB server instead of a SQLite file in the data dir.",
     )
-    p.add_argument("--duration", type=_positive, default=20.0, help="seconds of load (20)")
-    p.add_argument("--writers", type=_count, default=32, help="concurrent writers (32)")
+    p.add_argument("--duration", type=_positive, default=30.0, help="seconds of load (30)")
+    p.add_argument(
+        "--writers",
+        type=_writers,
+        default=8,
+        help="concurrent writers, half bank and half mixed (8)",
+    )
     p.add_argument(
         "--data-dir",
         type=Path,
         default=Path("demo-data"),
-        help="where etcd and the pumps keep data and logs; wiped at start (./demo-data)",
+        help="data and logs of every process, SQLite files; wiped at start (./demo-data)",
     )
     p.add_argument(
         "--keep",
         action="store_true",
-        help="keep the cluster running after the check until Ctrl-C, to explore it",
+        help="keep everything running after the result until Ctrl-C, to explore it",
     )
     p.add_argument(
         "-L",
@@ -69,10 +79,16 @@ def parse(argv: Sequence[str]) -> tuple[Options, str]:
         help="log level of the demo's own components, on stderr (warning)",
     )
     args = p.parse_args(argv)
+    data_dir = args.data_dir.resolve()
+    try:
+        ends = endpoints_from(env, data_dir)
+    except UsageError as e:
+        p.error(str(e))
     opts = Options(
+        endpoints=ends,
         duration=args.duration,
         writers=args.writers,
-        data_dir=args.data_dir.resolve(),
+        data_dir=data_dir,
         keep=args.keep,
     )
     return opts, str(args.log_level)
@@ -95,11 +111,11 @@ async def _main(opts: Options, supervisor: Supervisor, ui: Console) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
-    return await run(opts, supervisor, ui, stop)
+    return await run_demo(opts, supervisor, ui, stop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    opts, level = parse(sys.argv[1:] if argv is None else argv)
+    opts, level = parse(sys.argv[1:] if argv is None else argv, os.environ)
     configure_logging(level)
     ui = Console()
     supervisor = Supervisor(opts.data_dir)

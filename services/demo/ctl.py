@@ -1,8 +1,8 @@
 """Running ``binlogctl`` as an operator would: a separate process, output captured.
 
-The command is the ``binlogctl`` console script beside the interpreter when it
-is installed, else ``python -m services.binlogctl``; :func:`shown` renders it
-the way a user can paste it.
+A tool's command is its console script beside the interpreter when it is
+installed (``binlogctl``, ``tributary-check``), else ``python -m <module>``;
+:func:`shown` renders it the way a user can paste it.
 """
 
 from __future__ import annotations
@@ -18,11 +18,19 @@ from services.demo.errors import DemoError
 CTL_TIMEOUT = 60.0  # seconds one binlogctl run may take
 
 
+def tool_argv(script: str, module: str) -> list[str]:
+    beside = Path(sys.executable).parent / script
+    if beside.exists():
+        return [str(beside)]
+    return [sys.executable, "-m", module]
+
+
 def ctl_argv() -> list[str]:
-    script = Path(sys.executable).parent / "binlogctl"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-m", "services.binlogctl"]
+    return tool_argv("binlogctl", "services.binlogctl")
+
+
+def check_argv() -> list[str]:
+    return tool_argv("tributary-check", "checker")
 
 
 def shown(argv: Sequence[str]) -> str:

@@ -1,8 +1,8 @@
 """What the demo tells its user: the only module of the demo that prints.
 
-Steps are numbered ``[n/5]``, details indented under them, checks marked
-``ok`` / ``FAIL``, and the run ends with ``RESULT: PASS`` or ``RESULT: FAIL``.
-Library-like parts of the demo log instead; their warnings go to stderr.
+Steps are numbered ``[n/7]``, details indented under them, checks marked ``ok`` / ``FAIL``,
+and the run ends with ``RESULT: PASS`` or ``RESULT: FAIL``. Library-like parts of the demo
+log instead; their warnings go to stderr. Passwords in URLs are always masked.
 """
 
 from __future__ import annotations
@@ -13,13 +13,15 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from pumpclient import ClientStats
-from services.demo.cluster import Etcd, PumpNode
-from services.demo.ctl import shown
-from services.demo.loadgen import LoadStats
-from services.demo.verify import Verdict
+from checker import Report
+from services.demo.cluster import DrainerNode, Etcd, PumpNode
+from services.demo.ctl import check_argv, ctl_argv, shown
+from services.demo.endpoints import DOWNSTREAM_ENV, UPSTREAM_ENV, Endpoints
+from services.demo.load import LoadResult, split
+from services.demo.progress import HEADER, Counts, progress_line, rate
+from services.demo.verdict import Verdict
 
-STEPS = 5
+STEPS = 7
 INDENT = "      "
 
 
@@ -28,7 +30,7 @@ def _p(text: str = "") -> None:
 
 
 def _wrap(text: str) -> None:
-    print(textwrap.fill(text, width=100), flush=True)
+    _p(textwrap.fill(text, width=100, subsequent_indent=""))
 
 
 def _rel(path: Path) -> str:
@@ -42,11 +44,24 @@ def _mark(ok: bool) -> str:
     return "  ok  " if ok else " FAIL "
 
 
+def _where(ends: Endpoints, side: str) -> str:
+    path = ends.sqlite_path(side)
+    return f"SQLite file {_rel(path)}" if path is not None else ends.shown(side)
+
+
 class Console:
-    def banner(self, duration: float, writers: int, data_dir: Path) -> None:
-        _p("tributary demo: a private pump cluster, bank transactions through the pump client,")
-        _p("and a check that every acknowledged commit comes back out of the pumps.")
-        _p(f"({writers} writers for {duration:g} s; everything lives in {_rel(data_dir)}/)")
+    def banner(self, duration: float, writers: int, data_dir: Path, ends: Endpoints) -> None:
+        bank, mixed = split(writers)
+        _p("tributary demo: the whole pipeline on this machine. A workload plays TiDB against an")
+        _p("upstream database (each transaction also goes to the pumps as binlogs), a drainer")
+        _p("replicates the binlogs into a downstream database, and a checker compares the two.")
+        for side, env in (("upstream", UPSTREAM_ENV), ("downstream", DOWNSTREAM_ENV)):
+            how = "from" if ends.sqlite_path(side) is None else "MariaDB: set"
+            _p(f"  {side:<11} {_where(ends, side)}   ({how} {env})")
+        _p(
+            f"  load        {duration:g} s, bank ({bank} writers) and mixed ({mixed}); "
+            f"processes' data and logs in {_rel(data_dir)}/"
+        )
 
     def step(self, n: int, text: str) -> None:
         _p()
@@ -59,6 +74,13 @@ class Console:
         if stopped:
             self.detail(f"stopped processes a previous demo left running: {', '.join(stopped)}")
 
+    def cleared(self, ends: Endpoints, side: str, dropped: Sequence[str]) -> None:
+        if dropped:
+            self.detail(
+                f"dropped {', '.join(dropped)} on the {side} ({ends.shown(side)}), "
+                "left there by an earlier demo"
+            )
+
     def etcd(self, etcd: Etcd) -> None:
         where = f"data {_rel(etcd.data_dir)}, log {_rel(etcd.child.log_path)}"
         self.detail(f"etcd ready at {etcd.url}  ({where})")
@@ -69,119 +91,130 @@ class Console:
             f"(log {_rel(pump.child.log_path)})"
         )
 
-    def progress(self, second: int, rate: float, load: LoadStats, client: ClientStats) -> None:
+    def drainer(self, node: DrainerNode, ends: Endpoints, initial_ts: int) -> None:
+        self.detail(f"initial commit ts {initial_ts}: taken from the TSO before any write")
         self.detail(
-            f"{second:>4}s {rate:>7.0f} txn/s   total {load.txns:>7}   commits {load.commits:>7}"
-            f"   rollbacks {load.rollbacks:>5}   batch RPCs {client.batch_rpcs:>6}"
+            f"{node.name} ready: HTTP {node.status_url}, into {_where(ends, 'downstream')}  "
+            f"(log {_rel(node.child.log_path)})"
         )
 
-    def load_done(self, load: LoadStats, client: ClientStats, elapsed: float) -> None:
-        rate = load.txns / elapsed if elapsed > 0 else 0.0
+    def setup_done(self, written: Counts, tables: int, accounts: int) -> None:
         self.detail(
-            f"done: {load.txns} transactions in {elapsed:.1f} s ({rate:.0f} txn/s): "
-            f"{load.commits} committed, {load.rollbacks} rolled back, {load.failures} abandoned"
+            f"set up: {tables} tables, {accounts} bank accounts; {written.commits} transactions "
+            f"and {written.ddls} DDLs so far"
         )
-        per_rpc = client.batched_binlogs / client.batch_rpcs if client.batch_rpcs else 0.0
+        self.detail("counts below include the set-up; applied = transactions and DDLs the")
+        self.detail("drainer committed downstream, lag = now - the drainer's saved checkpoint")
+        self.detail(HEADER)
+
+    def progress(
+        self,
+        second: int,
+        per_second: float,
+        written: Counts,
+        applied: int | None,
+        lag: float | None,
+    ) -> None:
+        self.detail(progress_line(second, per_second, written, applied, lag))
+
+    def load_done(self, result: LoadResult, load: Counts) -> None:
+        """``load``: what the writers wrote (the set-up left out)."""
+        bank, mixed = result.bank, result.mixed
         self.detail(
-            f"pump client: {client.batch_rpcs} batch RPCs carried {client.batched_binlogs} "
-            f"binlogs ({per_rpc:.1f} per RPC), {client.unary_rpcs} unary RPCs"
+            f"done: {load.commits} transactions committed in {result.elapsed:.1f} s "
+            f"({rate(load.commits, result.elapsed):.0f} txn/s), {load.ddls} DDLs, "
+            f"{load.rows} rows written"
         )
         self.detail(
-            f"             {client.prewrites_ok} P-binlogs and {client.commits_ok} C-binlogs "
-            f"acknowledged; {client.rpc_errors} RPC errors, {client.retries} retries"
+            f"      {bank.retries + mixed.retries} retried after a conflict, "
+            f"{bank.rollbacks + mixed.rollbacks} rolled back after the prewrite, "
+            f"{bank.aborted + mixed.aborted} dropped by a DDL, "
+            f"{bank.failures + mixed.failures} given up"
         )
-        if client.prewrites_failed or client.commits_failed:
-            self.detail(
-                f"             {client.prewrites_failed} P-binlogs refused, "
-                f"{client.commits_failed} C-binlogs given up"
-            )
+        if result.error:
+            self.detail(f"{_mark(False)} a writer failed: {result.error}")
+        self.detail(f"last commit ts written: {result.max_commit_ts}")
 
     def command_output(self, argv: Sequence[str], code: int, output: str) -> None:
         self.detail(f"$ {shown(argv)}")
         for line in output.rstrip().splitlines():
             self.detail(f"  {line}")
         if code != 0:
-            self.detail(f"(binlogctl exited with code {code})")
+            self.detail(f"(exited with code {code})")
 
-    def verdict(self, v: Verdict) -> None:
-        for name, n in v.per_pump.items():
-            self.detail(f"{name} served {n} commits (and {v.fakes[name]} fake binlogs)")
-        for error in v.feed_errors:
-            self.detail(f"{_mark(False)} {error}")
-        found = not v.missing and not v.duplicates and v.found_once == v.acked
-        self.detail(
-            f"{_mark(found)} {v.found_once} of {v.acked} acknowledged commits found exactly once"
-            + _examples(", missing", v.missing)
-            + _examples(", served twice", v.duplicates)
-        )
-        self.detail(
-            f"{_mark(not v.unexpected)} no rolled-back or unknown transaction was served"
-            + _examples(": served", v.unexpected)
-        )
-        self.detail(
-            f"{_mark(not v.wrong_commit_ts)} each came back with the commit ts it was committed at"
-            + _examples(", wrong", v.wrong_commit_ts)
-        )
-        self.detail(
-            f"{_mark(not v.backwards)} each pump's stream was in commit-ts order"
-            + (f" ({v.backwards} steps backwards)" if v.backwards else "")
-        )
-        self.detail(
-            f"{_mark(not v.wrong_rows)} {v.rows_decoded} rows decoded with tidbcodec, "
-            "identical to the rows written"
-        )
-        for problem in v.wrong_rows[:5]:
-            self.detail(f"       {problem}")
-        replay_ok = not v.replay_error and v.books_match
-        self.detail(
-            f"{_mark(replay_ok)} replayed in commit-ts order, they rebuild the bank: "
-            f"{len(v.replayed.balances)} accounts, {v.replayed.total} in total"
-            + (", same as the writers' books" if v.books_match else ", NOT the writers' books")
-        )
-        if v.replay_error:
-            self.detail(f"       {v.replay_error}")
+    def caught_up(self, reached: bool, waited: float, checkpoint: int | None, target: int) -> None:
+        if reached:
+            self.detail(
+                f"{_mark(True)} caught up {waited:.1f} s after the load ended: "
+                f"checkpoint {checkpoint}"
+            )
+        else:
+            self.detail(
+                f"{_mark(False)} the checkpoint is still at {checkpoint} after {waited:.0f} s, "
+                f"below {target}: the downstream is not complete"
+            )
 
-    def result(self, v: Verdict, load: LoadStats, client: ClientStats, leader: str) -> None:
+    def drainer_gone(self, message: str) -> None:
+        first, *rest = message.splitlines() or [""]
+        self.detail(f"{_mark(False)} the drainer stopped: {first}")
+        for line in rest:
+            self.detail(f"       {line}")
+
+    def report(self, report: Report) -> None:
+        for line in report.render_text().splitlines():
+            self.detail(line)
+
+    def not_compared(self, why: str) -> None:
+        self.detail(f"not compared: {why}")
+
+    def totals(self, v: Verdict) -> None:
+        up, down = v.upstream_total, v.downstream_total
+        self.detail(
+            f"{_mark(v.totals_ok)} bank total: upstream {up}, downstream {down}, "
+            f"opened with {v.expected_total}"
+        )
+
+    def check_error(self, message: str) -> None:
+        self.detail(f"{_mark(False)} {message}")
+
+    def result(self, v: Verdict, written: Counts, data_dir: Path) -> None:
         _p()
         if v.ok:
-            _p(f"RESULT: PASS: all {v.acked} acknowledged commits verified")
-        else:
-            _p("RESULT: FAIL: the pumps did not give back exactly what was acknowledged")
-        _wrap(
-            f"What ran: {load.txns} transactions took start and commit timestamps from the TSO "
-            f"leader inside {leader} and went to the pumps as P/C binlog pairs through the pump "
-            f"client ({client.batch_rpcs} batched RPCs): {load.commits} committed, "
-            f"{load.rollbacks} rolled back."
-        )
-        _wrap(
-            "What it shows: pulled back like a drainer (PullBinlogs from commit ts 0, merged by "
-            "commit ts), the pumps "
-            + (
-                "returned every acknowledged commit exactly once, in commit order, with its rows "
-                "intact, and no rolled-back transaction."
-                if v.ok
-                else "did NOT return exactly the acknowledged commits; see the FAIL lines above."
+            tables = len(v.report.tables) if v.report is not None else 0
+            _wrap(
+                f"RESULT: PASS: {written.commits} transactions and {written.ddls} DDLs went "
+                f"through the pumps and the drainer; the downstream equals the upstream "
+                f"({tables} tables, row by row) and the bank holds {v.expected_total} on both "
+                f"sides."
             )
-        )
+        else:
+            _wrap(f"RESULT: FAIL: {'; '.join(v.reasons())}.")
+            _p(f"(the processes' logs are in {_rel(data_dir)}/*.log)")
 
     def keep(
-        self, etcd: Etcd, pumps: Sequence[PumpNode], ctl: Sequence[str], start_ts: int
+        self, etcd: Etcd, pumps: Sequence[PumpNode], drainer: DrainerNode, ends: Endpoints
     ) -> None:
-        ctl_cmd = shown(ctl)
+        ctl = shown(ctl_argv())
         _p()
-        _p("The cluster keeps running (--keep). Try, in another terminal:")
-        _p(f"  {ctl_cmd} pumps --pd-urls {etcd.url}")
-        _p(f"  curl {pumps[0].status_url}/status")
-        _p(f"  curl {pumps[0].status_url}/metrics | grep binlog")
-        if start_ts:
-            _p(f"  curl {pumps[0].status_url}/debug/binlog/{start_ts}   # a P-binlog, rows decoded")
-        _p(f"  {ctl_cmd} pause-pump --node-id {pumps[-1].name} --pd-urls {etcd.url}")
-        _p("     (a paused pump's process ends, as in tidb-binlog; the record stays 'paused')")
+        _p("Everything keeps running (--keep). Try, in another terminal:")
+        _p(f"  {ctl} pumps --pd-urls {etcd.url}")
+        _p(f"  {ctl} drainers --pd-urls {etcd.url}")
+        _p(f"  curl {drainer.status_url}/status          # the drainer's view of each pump")
+        _p(f"  curl {drainer.status_url}/commit_ts       # its saved checkpoint")
+        _p(f"  curl -s {pumps[0].status_url}/metrics | grep ^binlog_pump")
+        for side in ("upstream", "downstream"):
+            path = ends.sqlite_path(side)
+            if path is not None:
+                _p(f"  sqlite3 {_rel(path)} .tables")
+        up, down = ends.shown("upstream"), ends.shown("downstream")
+        _p(f"  {shown(check_argv())} -u {up} -d {down} --tables 'demo_bank.*,demo_mixed.*'")
+        if "******" in up + down:
+            _p("  (passwords are masked above)")
         _p("Press Ctrl-C to stop everything.")
 
     def stopping(self) -> None:
         _p()
-        _p("Stopping: pumps first (SIGTERM: they pause gracefully), then etcd")
+        _p("Stopping: the drainer, then the pumps (SIGTERM: they pause gracefully), then etcd")
 
     def stopped(self, codes: dict[str, int]) -> None:
         self.detail(", ".join(_exit(name, code) for name, code in codes.items()))
@@ -201,11 +234,3 @@ def _exit(name: str, code: int) -> str:
         except ValueError:
             return f"{name} ended by signal {-code}"
     return f"{name} exited with code {code}"
-
-
-def _examples(label: str, items: Sequence[int]) -> str:
-    if not items:
-        return ""
-    shown_items = ", ".join(str(i) for i in items[:5])
-    more = f" and {len(items) - 5} more" if len(items) > 5 else ""
-    return f"{label}: start ts {shown_items}{more}"
