@@ -50,10 +50,12 @@ async def test_each_test_gets_a_fresh_database(mariadb: MariaDBDatabase, run: in
 
 
 async def test_row_events_reach_the_binlog(mariadb: MariaDBDatabase) -> None:
-    [(log_file, *_)] = await mariadb.query("SHOW MASTER STATUS")
+    [(log_file, position, *_)] = await mariadb.query("SHOW MASTER STATUS")
     await mariadb.execute("CREATE TABLE t (id INT PRIMARY KEY)")
     await mariadb.execute("INSERT INTO t VALUES (1)")
-    events = await mariadb.query(f"SHOW BINLOG EVENTS IN '{log_file}'")
+    # only this test's events: earlier ones on the shared server may hold binary values that
+    # the driver cannot show as text
+    events = await mariadb.query(f"SHOW BINLOG EVENTS IN '{log_file}' FROM {int(position)}")
     kinds = [e[2] for e in events]
     assert "Table_map" in kinds and "Write_rows_v1" in kinds
 
