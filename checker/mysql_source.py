@@ -27,7 +27,7 @@ from checker.canon import Canon
 from checker.coltypes import ColumnType, Kind, mysql_type
 from checker.errors import SourceError, UsageError
 from checker.model import ChunkSum, Column, Shape, TableName, Where
-from checker.source import KeyTerm, display_url
+from checker.source import KeyTerm, SelectingSource, display_url
 from sinks.sql import MYSQL, quote
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def _error(what: str, e: BaseException) -> SourceError:
     return SourceError(f"{what}: {e}", retriable=retriable)
 
 
-class MysqlSource:
+class MysqlSource(SelectingSource):
     kind = "mysql"
     placeholder = "%s"
     pushdown = True
@@ -181,27 +181,6 @@ class MysqlSource:
 
     def key_term(self, column: Column, value_type: ColumnType) -> KeyTerm:
         return KeyTerm(self.quote(column.name), "%s", _binder(value_type))
-
-    async def keys(
-        self,
-        name: TableName,
-        key: Sequence[KeyTerm],
-        columns: Sequence[str],
-        after: Where,
-        limit: int,
-    ) -> list[tuple[object, ...]]:
-        cols = ", ".join(self.quote(c) for c in columns)
-        where = f" WHERE {after.sql}" if after.sql else ""
-        order = ", ".join(t.column_sql for t in key)
-        sql = f"SELECT {cols} FROM {self._table(name)}{where} ORDER BY {order} LIMIT {int(limit)}"
-        return await self._query(sql, after.args)
-
-    async def rows(
-        self, name: TableName, columns: Sequence[str], where: Where
-    ) -> list[tuple[object, ...]]:
-        cols = ", ".join(self.quote(c) for c in columns)
-        cond = f" WHERE {where.sql}" if where.sql else ""
-        return await self._query(f"SELECT {cols} FROM {self._table(name)}{cond}", where.args)
 
     async def checksum(self, name: TableName, columns: Sequence[Column], where: Where) -> ChunkSum:
         parts = []

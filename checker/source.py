@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from checker.canon import Canon
@@ -81,6 +81,41 @@ class Source(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class SelectingSource:
+    """``keys`` and ``rows`` for a source that can quote a name, name a table in SQL and run a
+    query (both sources do it the same way; only their quoting and placeholders differ)."""
+
+    def quote(self, name: str) -> str:
+        raise NotImplementedError
+
+    def _table(self, name: TableName) -> str:
+        raise NotImplementedError
+
+    async def _query(self, sql: str, args: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    async def keys(
+        self,
+        name: TableName,
+        key: Sequence[KeyTerm],
+        columns: Sequence[str],
+        after: Where,
+        limit: int,
+    ) -> list[tuple[object, ...]]:
+        cols = ", ".join(self.quote(c) for c in columns)
+        where = f" WHERE {after.sql}" if after.sql else ""
+        order = ", ".join(t.column_sql for t in key)
+        sql = f"SELECT {cols} FROM {self._table(name)}{where} ORDER BY {order} LIMIT {int(limit)}"
+        return await self._query(sql, after.args)
+
+    async def rows(
+        self, name: TableName, columns: Sequence[str], where: Where
+    ) -> list[tuple[object, ...]]:
+        cols = ", ".join(self.quote(c) for c in columns)
+        cond = f" WHERE {where.sql}" if where.sql else ""
+        return await self._query(f"SELECT {cols} FROM {self._table(name)}{cond}", where.args)
 
 
 def display_url(url: SplitResult) -> str:

@@ -29,7 +29,7 @@ from checker.canon import Canon, canon
 from checker.coltypes import ColumnType, Kind, sqlite_type
 from checker.errors import SourceError, UsageError
 from checker.model import ChunkSum, Column, Shape, TableName, Where
-from checker.source import KeyTerm, display_url
+from checker.source import KeyTerm, SelectingSource, display_url
 from sinks.sql import SQLITE, quote, sqlite_name
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def split_name(stored: str) -> TableName:
     return TableName(schema, table) if sep and schema and table else TableName("", stored)
 
 
-class SqliteSource:
+class SqliteSource(SelectingSource):
     kind = "sqlite"
     placeholder = "?"
     pushdown = False
@@ -151,27 +151,6 @@ class SqliteSource:
         if t.kind is Kind.INT and t.unsigned and t.bits == 64:
             return KeyTerm(f"tributary_u64({col})", "tributary_u64(?)", _text)
         return KeyTerm(col, "?", _fit_int64)
-
-    async def keys(
-        self,
-        name: TableName,
-        key: Sequence[KeyTerm],
-        columns: Sequence[str],
-        after: Where,
-        limit: int,
-    ) -> list[tuple[object, ...]]:
-        cols = ", ".join(self.quote(c) for c in columns)
-        where = f" WHERE {after.sql}" if after.sql else ""
-        order = ", ".join(t.column_sql for t in key)
-        sql = f"SELECT {cols} FROM {self._table(name)}{where} ORDER BY {order} LIMIT {int(limit)}"
-        return await self._query(sql, after.args)
-
-    async def rows(
-        self, name: TableName, columns: Sequence[str], where: Where
-    ) -> list[tuple[object, ...]]:
-        cols = ", ".join(self.quote(c) for c in columns)
-        cond = f" WHERE {where.sql}" if where.sql else ""
-        return await self._query(f"SELECT {cols} FROM {self._table(name)}{cond}", where.args)
 
     async def checksum(self, name: TableName, columns: Sequence[Column], where: Where) -> ChunkSum:
         raise SourceError("SQLite sources have no pushed-down checksum")
