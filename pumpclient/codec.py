@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from wire.protowire import read_varint
+
 _UINT64 = 1 << 64
 
 
@@ -81,16 +83,7 @@ def encode_write_binlogs_req(cluster_id: int, payloads: Sequence[bytes]) -> byte
 
 
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise DecodeError("truncated or overlong varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
+    return read_varint(buf, pos, len(buf), DecodeError)
 
 
 def decode_reply(data: bytes) -> tuple[list[str], list[int]]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wire.binlog import BinlogType
+from wire.protowire import int64 as _int64
+from wire.protowire import read_varint
 
 
 class MalformedBinlog(ValueError):
@@ -41,30 +43,8 @@ class BinlogHeader:
         return self.start_ts if self.tp == BinlogType.Prewrite else self.commit_ts
 
 
-_INT64_SIGN = 1 << 63
-_UINT64 = 1 << 64
-
-
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise MalformedBinlog("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            if result >= _UINT64:
-                raise MalformedBinlog("varint overflows 64 bits")
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise MalformedBinlog("varint too long")
-
-
-def _int64(v: int) -> int:
-    return v - _UINT64 if v & _INT64_SIGN else v
+    return read_varint(buf, pos, end, MalformedBinlog)
 
 
 def peek(payload: bytes) -> BinlogHeader:

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-_UINT64 = 1 << 64
-_INT64_SIGN = 1 << 63
+from wire.protowire import int64 as _int64
+from wire.protowire import read_varint
 
 
 class MalformedMessage(ValueError):
     """The bytes are not a well-formed message of the expected type."""
+
+
+def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    return read_varint(buf, pos, end, MalformedMessage)
 
 
 @dataclass(slots=True)
@@ -48,30 +52,6 @@ class TableMutationView:
 class PrewriteValueView:
     schema_version: int = 0
     mutations: list[TableMutationView] = field(default_factory=list)
-
-
-def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    b = buf[pos] if pos < end else -1
-    if 0 <= b < 0x80:  # the common one-byte case
-        return b, pos + 1
-    result = shift = 0
-    while True:
-        if pos >= end:
-            raise MalformedMessage("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            if result >= _UINT64:
-                raise MalformedMessage("varint overflows 64 bits")
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise MalformedMessage("varint too long")
-
-
-def _int64(v: int) -> int:
-    return v - _UINT64 if v & _INT64_SIGN else v
 
 
 def _int32(v: int) -> int:

@@ -17,21 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from wire.peek import MalformedBinlog
+from wire.protowire import read_varint
 
 COPIED_FIELDS = frozenset({5, 6, 7, 8})  # prewrite_value, ddl_query, ddl_job_id, ddl_schema_state
 
 
 def _varint_end(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= end or shift >= 70:
-            raise MalformedBinlog("bad varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
+    return read_varint(buf, pos, end, MalformedBinlog)
 
 
 def fields(buf: bytes) -> Iterator[tuple[int, int, int]]:
