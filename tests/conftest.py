@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,18 @@ def etcd(tmp_path: Path) -> Iterator[EtcdProcess]:
     """A fresh, real etcd process for one test."""
     with run_etcd(tmp_path / "etcd") as proc:
         yield proc
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """A CLI's main() configures the root logger; undo what a test's call added."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for h in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(h)
+        h.close()
+    root.setLevel(level)
 
 
 @pytest.fixture(autouse=True)

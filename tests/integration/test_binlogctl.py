@@ -9,10 +9,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import logging
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -31,18 +30,6 @@ from wire import ts as tso
 PUMP = NodeKind.PUMP
 REPO = Path(__file__).resolve().parents[2]
 RECORD_KEYS = {"nodeId", "host", "state", "isAlive", "score", "label", "maxCommitTS", "updateTS"}
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """main() configures the root logger (as a CLI does); undo it after each test."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in [h for h in root.handlers if h not in handlers]:
-        root.removeHandler(h)
-        h.close()
-    root.setLevel(level)
 
 
 async def ctl(*argv: str) -> int:

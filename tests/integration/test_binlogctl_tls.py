@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,17 +14,6 @@ from services.binlogctl.cli import main
 from tests.support.certs import make_pki
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import pump_config, running_pump
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in [h for h in root.handlers if h not in handlers]:
-        root.removeHandler(h)
-        h.close()
-    root.setLevel(level)
 
 
 async def test_pause_pump_over_mutual_tls(

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,18 +23,6 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.support.mariadb"]
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """main() configures the root logger (as a CLI does); undo it after each test."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in [h for h in root.handlers if h not in handlers]:
-        root.removeHandler(h)
-        h.close()
-    root.setLevel(level)
 
 
 async def check(*argv: str) -> int:

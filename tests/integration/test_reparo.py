@@ -6,13 +6,11 @@ datetime ranges, table filters, re-runs, segment skipping, the print destination
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -124,18 +122,6 @@ async def data_dir(tmp_path: Path, history: History) -> Path:
     await write_dir(directory, history)
     assert len(list_segments(directory)) > 5
     return directory
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """main() configures the root logger (as a CLI does); undo it after each test."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in [h for h in root.handlers if h not in handlers]:
-        root.removeHandler(h)
-        h.close()
-    root.setLevel(level)
 
 
 async def reparo(*argv: str) -> int:
