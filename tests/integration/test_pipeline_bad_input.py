@@ -10,44 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ddlhistory import Action, DbInfo
-from ddlhistory.build import ddl_job, table_info
+from ddlhistory import Action
 from services.demo.procs import log_tail
-from tests.support.pipeline import Pipeline, running_pipeline
-from tidbcodec import IntDatum, encode_inserted_row
-from tidbcodec import mysqltypes as mt
-from wire.binlog import MutationType, PrewriteValue, TableMutation
+from tests.support.pipeline import ORDERS, commit, ddl, row, running_pipeline
 
 pytestmark = [pytest.mark.etcd, pytest.mark.timeout(180)]
-
-DB = DbInfo(1, "shop")
-ORDERS = table_info(
-    10, "orders", [("id", mt.ColumnType(mt.TYPE_LONGLONG, flen=20))], primary_key=["id"]
-)
-
-
-def row(table_id: int, version: int, rid: int) -> bytes:
-    inserted = encode_inserted_row([IntDatum(rid)], [(1, IntDatum(rid))])
-    mutation = TableMutation(
-        table_id=table_id, inserted_rows=[inserted], sequence=[MutationType(MutationType.Insert)]
-    )
-    return bytes(PrewriteValue(schema_version=version, mutations=[mutation]))
-
-
-async def commit(pipe: Pipeline, value: bytes, **ddl: object) -> int:
-    start = await pipe.tso.get_ts()
-    await pipe.pumps.prewrite(start, value, b"k", **ddl)  # type: ignore[arg-type]
-    commit_ts = await pipe.tso.get_ts()
-    await pipe.pumps.commit(start, commit_ts)
-    return commit_ts
-
-
-async def ddl(pipe: Pipeline, job_id: int, action: Action, table: object, query: str) -> int:
-    job = await pipe.history.append_job(
-        lambda v: ddl_job(job_id, action, v, DB, table, query)  # type: ignore[arg-type]
-    )
-    await commit(pipe, b"", ddl_query=query.encode(), ddl_job_id=job_id)
-    return job.schema_version
 
 
 async def exited(child: object, within: float = 60.0) -> int:

@@ -20,12 +20,16 @@ import asyncmy.errors
 
 from coord.cluster_id import read_cluster_id
 from coord.etcd import EtcdKv
-from ddlhistory import KvDdlHistory
+from ddlhistory import Action, DbInfo, KvDdlHistory
+from ddlhistory.build import ddl_job, table_info
 from pumpclient import PumpsClient
 from services.demo.cluster import DemoCluster
 from services.demo.procs import Supervisor
 from sinks.checkpoint import CheckpointRecord
+from tidbcodec import IntDatum, encode_inserted_row
+from tidbcodec import mysqltypes as mt
 from tso.client import TsoClient
+from wire.binlog import MutationType, PrewriteValue, TableMutation
 
 
 @dataclass
@@ -87,3 +91,35 @@ async def caught_up(
             return
         await asyncio.sleep(0.2)
     raise AssertionError(f"downstream checkpoint {last} did not reach {ts} within {within:.0f} s")
+
+
+# -- a small table written the way TiDB does, for tests that need a few exact rows ----
+
+DB = DbInfo(1, "shop")
+ORDERS = table_info(
+    10, "orders", [("id", mt.ColumnType(mt.TYPE_LONGLONG, flen=20))], primary_key=["id"]
+)
+
+
+def row(table_id: int, version: int, rid: int) -> bytes:
+    inserted = encode_inserted_row([IntDatum(rid)], [(1, IntDatum(rid))])
+    mutation = TableMutation(
+        table_id=table_id, inserted_rows=[inserted], sequence=[MutationType(MutationType.Insert)]
+    )
+    return bytes(PrewriteValue(schema_version=version, mutations=[mutation]))
+
+
+async def commit(pipe: Pipeline, value: bytes, **ddl: object) -> int:
+    start = await pipe.tso.get_ts()
+    await pipe.pumps.prewrite(start, value, b"k", **ddl)  # type: ignore[arg-type]
+    commit_ts = await pipe.tso.get_ts()
+    await pipe.pumps.commit(start, commit_ts)
+    return commit_ts
+
+
+async def ddl(pipe: Pipeline, job_id: int, action: Action, table: object, query: str) -> int:
+    job = await pipe.history.append_job(
+        lambda v: ddl_job(job_id, action, v, DB, table, query)  # type: ignore[arg-type]
+    )
+    await commit(pipe, b"", ddl_query=query.encode(), ddl_job_id=job_id)
+    return job.schema_version
