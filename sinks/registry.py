@@ -8,6 +8,8 @@
   TiDB (``sinks.mysql`` lists the options).
 * ``file:///DIR?segment-size=512MiB&retention-time=7``: tidb-binlog's binlog files of
   ``pb_binlog`` records, readable by ``reparo`` (``sinks.file``).
+* ``pump://ETCD_HOST:PORT[,HOST:PORT]/?name=X&cluster-id=N``: binlogs into a pump cluster, as
+  TiDB writes them, for a drainer to read (``sinks.pump``).
 
 The sink is closed when the context ends, whatever happened inside it.
 """
@@ -18,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from urllib.parse import SplitResult, urlsplit
 
-from sinks import file, mysql
+from sinks import file, mysql, pump
 from sinks.blackhole import BlackholeSink
 from sinks.model import Sink, SinkError, SinkOptions
 from sinks.printer import PrintSink
@@ -51,6 +53,7 @@ OPENERS: dict[str, Opener] = {
     "print": _print,
     "file": file.open_url,
     "mysql": mysql.open_url,
+    "pump": pump.open_url,
 }
 
 

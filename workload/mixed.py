@@ -10,7 +10,7 @@ Base tables (in database ``<db>``):
 * ``composite`` a two-column primary key (n, region): not a handle in TiDB.
 
 A transaction changes 1..10 rows of one or two tables: inserts, updates (of an integer
-primary key too, now and then; keys of the other tables never change, see ``workload.binlog``)
+primary key too, now and then; keys of the other tables never change, see ``sinks.pump_rows``)
 and deletes. With probability ``ddl_ratio`` a step is a DDL instead (``workload.mixed_ddl``).
 Each table has a locator column (first primary or unique key column, an integer) from which
 new keys are drawn (a per-table counter starting after the largest key) and rows are picked
@@ -24,13 +24,13 @@ import logging
 import random
 from dataclasses import dataclass
 
+from sinks.pump_values import Value
 from tidbcodec import mysqltypes as mt
 from workload.catalog import Table
 from workload.env import Env
 from workload.mixed_ddl import DdlChooser
 from workload.mixed_tables import BASE, REGIONS, key_columns, locator
 from workload.rows import Row
-from workload.textvalues import Value
 from workload.txn import Body, TxnContext
 from workload.values import random_value, word
 

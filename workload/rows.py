@@ -3,8 +3,8 @@
 Text comes from ``sinks.sql`` (the same rules a drainer uses downstream: a row is identified by
 its primary key, else its first unique key without NULL, else all its columns) plus the
 locking ``SELECT ... FOR UPDATE`` (plain SELECT on SQLite, whose ``BEGIN IMMEDIATE`` already
-excludes other writers). Values travel in their stored form (:func:`textvalues.stored`) and
-come back typed (:func:`textvalues.typed`), so a row read here can be written into a binlog
+excludes other writers). Values travel in their stored form (:func:`sinks.pump_values.stored`) and
+come back typed (:func:`sinks.pump_values.typed`), so a row read here can be written into a binlog
 and compared with what the drainer wrote downstream.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 
 from sinks import sql
 from sinks.model import SqlValue
+from sinks.pump_values import Value, stored, typed
 from workload.catalog import Table
-from workload.textvalues import Value, stored, typed
 from workload.upstream import Session
 
 Row = dict[str, Value]

@@ -31,37 +31,20 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
 
 from pumpclient import PumpClientError
+from sinks.pump_rows import BinlogWriter as BinlogWriter  # re-exported
+from sinks.pump_rows import MutationBuilder
+from sinks.pump_values import Value
 from tso.client import Tso
 from tso.errors import TsoError
-from workload.binlog import MutationBuilder
 from workload.catalog import Catalog, Table
 from workload.errors import Abort, UpstreamError, WorkloadError
 from workload.rows import Row, RowOps
 from workload.stats import Committed, WorkloadStats
-from workload.textvalues import Value
 from workload.upstream import Session, Upstream
 
 log = logging.getLogger(__name__)
-
-
-class BinlogWriter(Protocol):
-    """The part of ``pumpclient.PumpsClient`` a writer uses."""
-
-    async def prewrite(
-        self,
-        start_ts: int,
-        prewrite_value: bytes,
-        prewrite_key: bytes = ...,
-        ddl_query: bytes = ...,
-        ddl_job_id: int = ...,
-    ) -> None: ...
-
-    async def commit(self, start_ts: int, commit_ts: int) -> None: ...
-
-    async def rollback(self, start_ts: int) -> None: ...
 
 
 class TxnContext:

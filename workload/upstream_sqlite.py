@@ -6,7 +6,7 @@ from ``begin`` to commit/rollback), each opened with ``BEGIN IMMEDIATE`` so anot
 writing the same file waits too; a locking read is a plain SELECT inside it. DDL arrives as
 MySQL text and runs as the SQLite sink would run it (``sinks.sqlite_ddl.translate``), so the
 upstream file has exactly the tables a SQLite downstream gets. Values are stored in the form
-the drainer's translator sends downstream (:func:`workload.textvalues.stored`).
+the drainer's translator sends downstream (:func:`sinks.pump_values.stored`).
 Result codes: BUSY/LOCKED and duplicate keys are ``Conflict``; others ``UpstreamError``.
 """
 

@@ -17,8 +17,8 @@ import string
 from decimal import Decimal
 
 from ddlhistory import ColumnInfo
+from sinks.pump_values import Value
 from tidbcodec import mysqltypes as mt
-from workload.textvalues import Value
 
 _ALPHABET = string.ascii_letters + string.digits + "_-éß中文"
 _INT_BITS = {

@@ -16,6 +16,8 @@ from services.drainer.item import PulledBinlogItem
 from services.drainer.schema import SchemaTracker
 from services.drainer.translate import to_txn
 from sinks.model import RowKind
+from sinks.pump_rows import DELETE, INSERT, UPDATE, MutationBuilder, row_id
+from sinks.pump_values import duration_text, parse_duration, stored, typed
 from tidbcodec import (
     EXTRA_HANDLE_ID,
     JSON_NULL,
@@ -27,11 +29,9 @@ from tidbcodec import (
 )
 from wire.binlog import Binlog, BinlogType, PrewriteValue
 from workload import columns
-from workload.binlog import DELETE, INSERT, UPDATE, MutationBuilder, row_id
 from workload.catalog import Table
 from workload.columns import build_table_info
 from workload.mixed_tables import BASE
-from workload.textvalues import duration_text, parse_duration, stored, typed
 from workload.values import random_value
 
 ALL_COLUMNS = [c for spec in BASE for c in spec.columns]

@@ -1,8 +1,9 @@
 """A transaction's row changes as TiDB writes them into a P-binlog's ``PrewriteValue``.
 
-One ``TableMutation`` per table, in the order the tables were first written; in each, the rows
-in TiDB's layouts (reference §1.1) and ``sequence`` naming the kind of each row in statement
-order:
+Shared by every writer of binlogs into pumps: the load generator (``workload``) and the
+``pump://`` sink. One ``TableMutation`` per table, in the order the tables were first written;
+in each, the rows in TiDB's layouts (reference §1.1) and ``sequence`` naming the kind of each
+row in statement order:
 
 * inserted row = the handle datum, then every public column (``encode_inserted_row``);
 * updated row  = the full old row, then the full new row (``encode_updated_row``);
@@ -10,10 +11,10 @@ order:
 
 The handle is the integer primary key when the table has one (``pk_is_handle``); otherwise TiDB
 uses a hidden ``_tidb_rowid``, which updated and deleted rows also carry as column
-``EXTRA_HANDLE_ID``. Rows carry the public columns (the workload has no generated ones).
-Our upstream has no such column, so the row id is a stable 63-bit hash of
-the row's key (primary key, else first unique key, else the whole row); the workload never
-changes a key of such a table, so a row keeps its id. As in TiDB, an update that changes an
+``EXTRA_HANDLE_ID``. Rows carry the public, non-generated columns. Our writers have no such
+hidden column, so the row id is a stable 63-bit hash of the row's key (primary key, else first
+unique key, else the whole row); an update keeps the old row's id (readers of keyless tables
+identify rows by their values, never by this id). As in TiDB, an update that changes an
 integer handle is written as a delete of the old row and an insert of the new one.
 Example: account 7 moving from 1000 to 900 gives one updated row
 ``1, 7, 2, 1000 | 1, 7, 2, 900`` in table 40's mutation, ``sequence = [Update]``.
@@ -24,9 +25,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from ddlhistory import TableInfo
+from ddlhistory import ColumnInfo, TableInfo
 from pumpclient.codec import varint
+from sinks.model import TableInfo as SinkTable
+from sinks.pump_values import Value
 from tidbcodec import (
     EXTRA_HANDLE_ID,
     Datum,
@@ -37,8 +41,6 @@ from tidbcodec import (
     to_datum,
 )
 from wire.binlog import MutationType
-from workload.catalog import Table
-from workload.textvalues import Value
 
 Row = Mapping[str, Value]
 
@@ -46,6 +48,68 @@ INSERT = int(MutationType.Insert)
 UPDATE = int(MutationType.Update)
 DELETE = int(MutationType.DeleteRow)
 _MASK63 = (1 << 63) - 1
+_UINT64 = 1 << 64
+
+
+class BinlogWriter(Protocol):
+    """The part of ``pumpclient.PumpsClient`` a writer uses."""
+
+    async def prewrite(
+        self,
+        start_ts: int,
+        prewrite_value: bytes,
+        prewrite_key: bytes = ...,
+        ddl_query: bytes = ...,
+        ddl_job_id: int = ...,
+    ) -> None: ...
+
+    async def commit(self, start_ts: int, commit_ts: int) -> None: ...
+
+    async def rollback(self, start_ts: int) -> None: ...
+
+
+def sink_table(schema: str, info: TableInfo) -> SinkTable:
+    """The table as sinks see it (what a drainer builds from the same table info)."""
+    return SinkTable.build(
+        schema,
+        info.name,
+        [(c.name, c.mysql_type) for c in info.row_columns],
+        [c.name for c in info.primary_key],
+        {name: [c.name for c in key] for name, key in info.unique_keys.items()},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A table as a binlog writer sees it. Derived once (rows are encoded many times):
+    ``columns`` (public, non-generated: what rows carry), ``key`` (the columns identifying a
+    row: the primary key, else the first unique key, else all) and ``sink`` (for sinks)."""
+
+    schema: str
+    info: TableInfo
+    columns: tuple[ColumnInfo, ...] = field(init=False, repr=False, compare=False)
+    key: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    sink: SinkTable = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        info = self.info
+        keys = [k for k in (info.primary_key, *info.unique_keys.values()) if k]
+        key = keys[0] if keys else info.row_columns
+        object.__setattr__(self, "columns", info.row_columns)
+        object.__setattr__(self, "key", tuple(c.name for c in key))
+        object.__setattr__(self, "sink", sink_table(self.schema, info))
+
+    @property
+    def id(self) -> int:
+        return self.info.id
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.info.name}"
 
 
 def row_id(table: Table, row: Row) -> int:
@@ -58,6 +122,11 @@ def row_id(table: Table, row: Row) -> int:
         return value
     key = repr([row.get(n) for n in table.key]).encode()
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") & _MASK63
+
+
+def _handle(value: int) -> IntDatum:
+    """The handle datum: TiDB keeps handles as int64 (a BIGINT UNSIGNED key wraps around)."""
+    return IntDatum(value - _UINT64 if value > _MASK63 else value)
 
 
 def _columns(table: Table, row: Row) -> list[tuple[int, Datum]]:
@@ -113,7 +182,7 @@ class MutationBuilder:
     def insert(self, table: Table, row: Row) -> None:
         handle = row_id(table, row)
         mutation = self._mutation(table.info, handle)
-        mutation.inserted.append(encode_inserted_row([IntDatum(handle)], _columns(table, row)))
+        mutation.inserted.append(encode_inserted_row([_handle(handle)], _columns(table, row)))
         mutation.sequence.append(INSERT)
 
     def update(self, table: Table, old: Row, new: Row) -> None:

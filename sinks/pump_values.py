@@ -1,14 +1,16 @@
-"""Typed column values <-> the forms databases store and drivers return, by column type.
+"""Typed column values <-> the text forms sinks receive and databases store, by column type.
 
-The workload works with typed values: int (integers, YEAR, BIT), float, Decimal, str (text,
-ENUM), bytes (binary strings), date, datetime (naive; TIMESTAMP in UTC), timedelta (TIME),
-frozenset[str] (SET), JSON documents (``JSON_NULL`` for a JSON null) and None (SQL NULL).
-:func:`stored` gives the form a column keeps in SQLite (the text the drainer's translator
-sends downstream: ``'2024-02-29 10:00:00.500'``, ``'-01:02:03.50'``, ``'a,c'``, decimals with
-their scale); :func:`typed` reads any of those forms, or what a MySQL driver returns (BIT as
-bytes, SET as ``'a,c'``, JSON as text), back to the typed value. Invariant, for every value
-``v`` a column of type ``ft`` can hold: ``typed(stored(v, ft), ft) == typed(v, ft)``; so
-comparing ``typed`` rows compares contents, whatever database they were read from.
+Shared by the binlog writers (the load generator and the ``pump://`` sink) and their checks.
+Typed values: int (integers, YEAR, BIT), float, Decimal, str (text, ENUM), bytes (binary
+strings), date, datetime (naive; TIMESTAMP in UTC), timedelta (TIME), frozenset[str] (SET),
+JSON documents (``JSON_NULL`` for a JSON null) and None (SQL NULL). :func:`stored` gives the
+form a column keeps in SQLite (the text the drainer's translator sends downstream:
+``'2024-02-29 10:00:00.500'``, ``'-01:02:03.50'``, ``'a,c'``, decimals with their scale);
+:func:`typed` reads any of those forms, or what a MySQL driver returns (BIT as bytes, SET as
+``'a,c'``, JSON as text), back to the typed value that ``tidbcodec.to_datum`` encodes.
+Invariant, for every value ``v`` a column of type ``ft`` can hold:
+``typed(stored(v, ft), ft) == typed(v, ft)``; so comparing ``typed`` rows compares contents,
+whatever database they were read from.
 """
 
 from __future__ import annotations
