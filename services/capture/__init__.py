@@ -1,4 +1,4 @@
-"""The capture cluster (TiCDC-style owner, changefeeds, processors).
+"""The capture cluster (TiCDC-style): captures, owner, changefeeds, processors, HTTP API v2.
 
-Not built yet; see docs/roadmap.md.
+Entry point ``binlog-cdc`` (``services.capture.cli``). See docs/capture.md.
 """

@@ -1,0 +1,119 @@
+"""Composition root of ``binlog-cdc server``: etcd, the upstream source, the capture, HTTP.
+
+Start order: connect etcd -> build the source (``--upstream``) and the capture -> start
+registration, processors and owner campaign in one TaskGroup -> serve the HTTP API (v2,
+/metrics, /health, /ready) -> report ``Started`` (tests bind port 0). Stop (a signal): stop the
+processors, resign ownership, revoke the registration, close HTTP, then cancel the loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from coord.etcd import EtcdKv
+from services.capture.capture import Capture
+from services.capture.config import CaptureConfig
+from services.capture.feeds import Feeds
+from services.capture.http import routes
+from services.capture.keys import Keys
+from services.capture.metrics import CaptureMetrics
+from services.capture.model import CaptureInfo
+from services.capture.processor import Processor, SinkOpener
+from services.capture.source import ChangeSource
+from services.capture.state import FeedView
+from settings import split_host_port
+from sinks.registry import open_sink
+from telemetry.http import OpsServer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Started:
+    capture_id: str
+    http_port: int
+
+
+def _mysql_source(uri: str) -> tuple[ChangeSource, int]:
+    from services.capture.mysql import MysqlChangeSource  # the binlog reader loads on demand
+
+    source = MysqlChangeSource(uri)
+    return source, source.upstream_id
+
+
+async def serve(
+    cfg: CaptureConfig,
+    stop: asyncio.Event,
+    started: Callable[[Started], None] = lambda _: None,
+    *,
+    source: ChangeSource | None = None,
+    sink_opener: SinkOpener = open_sink,
+) -> None:
+    """Run one capture until ``stop`` is set."""
+    capture_id = cfg.capture_id or str(uuid.uuid4())
+    keys = Keys(cfg.cluster_id)
+    upstream_id = 0
+    if source is None:
+        source, upstream_id = _mysql_source(cfg.upstream)
+    host, port = split_host_port(cfg.addr)
+    async with AsyncExitStack() as stack:
+        kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.etcd)))
+        feeds = Feeds(kv, keys, source, upstream_id)
+        holder: list[Capture] = []
+        metrics = CaptureMetrics(lambda: holder[0] if holder else None)
+        ops = OpsServer(
+            host,
+            port,
+            routes(
+                feeds, capture_id, cfg.cluster_id, lambda: bool(holder) and holder[0].is_owner()
+            ),
+            registry=metrics.registry,
+            ready_fn=lambda: any(c.registered.is_set() for c in holder),
+        )
+        http_port = await ops.start()
+        stack.push_async_callback(ops.close)
+        advertise = cfg.advertise_addr or f"{host}:{http_port}"
+        info = CaptureInfo(
+            capture_id, advertise, deploy_path=os.getcwd(), start_timestamp=int(time.time())
+        )
+
+        def make(view: FeedView) -> Processor:
+            assert view.info is not None and view.status is not None
+            return Processor(
+                cfg.cluster_id, advertise, view.feed, view.info, view.status, source, sink_opener
+            )
+
+        capture = Capture(
+            kv,
+            keys,
+            info,
+            make,
+            session_ttl=cfg.capture_session_ttl,
+            owner_interval=cfg.owner_flush_interval,
+            processor_interval=cfg.processor_flush_interval,
+            checkpoint_interval=cfg.checkpoint_interval,
+        )
+        holder.append(capture)
+        await _run(capture, stop, started, http_port)
+
+
+async def _run(
+    capture: Capture, stop: asyncio.Event, started: Callable[[Started], None], http_port: int
+) -> None:
+    async with asyncio.TaskGroup() as tg:
+        loops = capture.start(tg)
+        await capture.registered.wait()
+        log.info("capture %s serving HTTP on port %d", capture.id, http_port)
+        started(Started(capture.id, http_port))
+        await stop.wait()
+        log.info("capture %s stopping", capture.id)
+        await capture.close()
+        for task in loops:
+            task.cancel()

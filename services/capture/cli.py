@@ -1,0 +1,136 @@
+"""``binlog-cdc``: ``server`` runs a capture; ``cli`` talks to a running cluster over HTTP.
+
+    binlog-cdc server --etcd http://127.0.0.1:2379 --addr 127.0.0.1:8300 \\
+        --upstream mysql://root:pw@127.0.0.1:3306/ --cluster-id default
+    binlog-cdc cli changefeed create --server 127.0.0.1:8300 -c cf-1 --sink-uri mysql://...
+    binlog-cdc cli changefeed list|query|pause|resume|update|remove -c cf-1
+    binlog-cdc cli capture list
+    binlog-cdc cli owner resign
+
+``cli`` prints the server's JSON answer on stdout; errors go to stderr with exit code 1
+(2 for bad usage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tomllib
+from collections.abc import Sequence
+from typing import Any
+
+from servicekit.main import run_service
+from services.capture.client import ApiClient, ClientError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["server"]:
+        from services.capture.app import serve
+        from services.capture.config import CaptureConfig
+
+        return run_service("binlog-cdc server", CaptureConfig, "CDC", serve, args[1:])
+    if args[:1] == ["cli"]:
+        return _cli(args[1:])
+    print("usage: binlog-cdc server [flags] | binlog-cdc cli <command>", file=sys.stderr)
+    return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="binlog-cdc cli")
+    p.add_argument("--server", default="127.0.0.1:8300", help="a capture's HTTP address")
+    groups = p.add_subparsers(dest="group", required=True)
+    feed = groups.add_parser("changefeed").add_subparsers(dest="action", required=True)
+    for action in ("create", "list", "query", "pause", "resume", "update", "remove"):
+        sub = feed.add_parser(action)
+        sub.add_argument("-n", "--namespace", default="default")
+        if action != "list":
+            sub.add_argument("-c", "--changefeed-id", required=True)
+        if action in ("create", "update"):
+            sub.add_argument("--sink-uri", required=action == "create")
+            sub.add_argument("--target-ts", type=int)
+            sub.add_argument("--config", help="changefeed TOML ([filter] rules = [...])")
+        if action == "create":
+            sub.add_argument("--start-ts", type=int, default=0)
+            sub.add_argument("--source-position", default="", help="file:pos to start after")
+        if action == "resume":
+            sub.add_argument("--overwrite-checkpoint-ts", type=int, default=0)
+            sub.add_argument("--overwrite-source-position", default="")
+    groups.add_parser("capture").add_subparsers(dest="action", required=True).add_parser("list")
+    groups.add_parser("owner").add_subparsers(dest="action", required=True).add_parser("resign")
+    return p
+
+
+def _config(path: str | None) -> dict[str, Any] | None:
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def _request(a: argparse.Namespace) -> tuple[str, str, object, dict[str, str] | None]:
+    """(method, path, body, query) for the parsed command."""
+    if a.group == "capture":
+        return "GET", "/api/v2/captures", None, None
+    if a.group == "owner":
+        return "POST", "/api/v2/owner/resign", None, None
+    ns = {"namespace": a.namespace}
+    if a.action == "list":
+        return "GET", "/api/v2/changefeeds", None, ns
+    path = f"/api/v2/changefeeds/{a.changefeed_id}"
+    if a.action == "create":
+        body: dict[str, object] = {
+            "changefeed_id": a.changefeed_id,
+            "namespace": a.namespace,
+            "sink_uri": a.sink_uri,
+            "start_ts": a.start_ts,
+            "target_ts": a.target_ts or 0,
+            "source_position": a.source_position,
+        }
+        if (cfg := _config(a.config)) is not None:
+            body["replica_config"] = cfg
+        return "POST", "/api/v2/changefeeds", body, ns
+    if a.action == "update":
+        body = {}
+        if a.sink_uri:
+            body["sink_uri"] = a.sink_uri
+        if a.target_ts is not None:
+            body["target_ts"] = a.target_ts
+        if (cfg := _config(a.config)) is not None:
+            body["replica_config"] = cfg
+        return "PUT", path, body, ns
+    if a.action == "resume":
+        body = {
+            "overwrite_checkpoint_ts": a.overwrite_checkpoint_ts,
+            "overwrite_source_position": a.overwrite_source_position,
+        }
+        return "POST", path + "/resume", body, ns
+    if a.action in ("pause",):
+        return "POST", path + "/pause", None, ns
+    if a.action == "remove":
+        return "DELETE", path, None, ns
+    return "GET", path, None, ns  # query
+
+
+async def _call(server: str, request: tuple[str, str, object, dict[str, str] | None]) -> Any:
+    method, path, body, query = request
+    async with ApiClient(server) as client:
+        return await client.call(method, path, body, query)
+
+
+def _cli(argv: Sequence[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        request = _request(args)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        print(f"binlog-cdc cli: cannot read the config: {e}", file=sys.stderr)
+        return 2
+    try:
+        result = asyncio.run(_call(args.server, request))
+    except ClientError as e:
+        print(f"binlog-cdc cli: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    return 0

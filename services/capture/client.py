@@ -1,0 +1,56 @@
+"""A small client of the capture's HTTP API v2, for ``binlog-cdc cli``.
+
+Invariant: every failure leaves as ``ClientError`` carrying the HTTP status (0 when the server
+could not be reached) and the server's message.
+"""
+
+from __future__ import annotations
+
+import json
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+
+class ClientError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{message} (HTTP {status})" if status else message)
+        self.status = status
+        self.retriable = status == 0 or status >= 500
+
+
+class ApiClient:
+    def __init__(self, server: str, timeout: float = 30.0) -> None:
+        self._base = server.rstrip("/") if "://" in server else f"http://{server.rstrip('/')}"
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._session.close()
+
+    async def call(
+        self, method: str, path: str, body: object = None, params: dict[str, str] | None = None
+    ) -> Any:
+        url = self._base + path
+        try:
+            async with self._session.request(method, url, json=body, params=params or None) as resp:
+                text = await resp.text()
+                status = resp.status
+        except aiohttp.ClientError as e:
+            raise ClientError(0, f"cannot reach {self._base}: {e}") from e
+        try:
+            data = json.loads(text) if text else {}
+        except ValueError as e:
+            raise ClientError(status, f"the server answered non-JSON: {text[:200]!r}") from e
+        if status >= 400:
+            message = data.get("error_msg") or data.get("error") if isinstance(data, dict) else None
+            raise ClientError(status, str(message or text))
+        return data

@@ -1,0 +1,121 @@
+"""The owner's reactor: places changefeeds on captures and keeps their states.
+
+One capture at a time is owner (``coord.election``); its worker commits every patch group
+guarded by its election key, so a deposed owner's decisions are never written. Each tick, for
+every changefeed (one patch group each, guarded by the info key it read):
+
+* no info (removed): delete the leftover status and task positions;
+* a state that does not run (stopped, failed, finished, removed): delete its task positions,
+  and for ``removed`` the info and status as well;
+* ``target-ts`` reached by the status checkpoint: ``finished``;
+* a task position reporting a non-retriable error: ``failed`` with that error; a retriable one:
+  ``warning``; a warning whose processor has recovered: back to ``normal``;
+* placement: task positions on captures that are gone are deleted, and a changefeed without a
+  live one is placed on the alive capture running the fewest changefeeds (ties by id).
+
+Example: captures a, b, c; feeds f1 on a, f2 on b. a's lease expires: its key goes, so the
+next tick deletes ``task/position/a/f1`` and puts ``task/position/c/f1`` (c runs none). c's
+processor resumes from f1's status checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+
+from services.capture.errors import NotOwner
+from services.capture.keys import Keys
+from services.capture.model import AdminJob, ChangeFeedInfo, FeedState, TaskPosition
+from services.capture.state import ClusterState, FeedView
+from services.capture.worker import Patch, PatchFn, PatchGroup, PatchResult
+
+log = logging.getLogger(__name__)
+
+
+def _delete(_: bytes | None) -> PatchResult:
+    return None
+
+
+def _put(value: bytes) -> PatchFn:
+    def fn(_: bytes | None) -> PatchResult:
+        return value
+
+    return fn
+
+
+class Owner:
+    def __init__(self, keys: Keys, capture_id: str, epoch: int) -> None:
+        self._keys = keys
+        self._capture_id = capture_id
+        self.epoch = epoch
+
+    def tick(self, state: ClusterState) -> Sequence[PatchGroup]:
+        owner = state.owner
+        if owner is None or owner.capture_id != self._capture_id or owner.epoch != self.epoch:
+            raise NotOwner(
+                f"capture {self._capture_id} is no longer the owner (epoch {self.epoch})"
+            )
+        load = Counter(
+            capture
+            for view in state.feeds.values()
+            for capture in view.tasks
+            if capture in state.captures
+        )
+        groups = []
+        for view in sorted(state.feeds.values(), key=lambda v: str(v.feed)):
+            patches = self._feed(view, state, load)
+            if patches:
+                groups.append(PatchGroup(tuple(patches), reads=(self._keys.info_key(view.feed),)))
+        return groups
+
+    def _feed(self, view: FeedView, state: ClusterState, load: Counter[str]) -> list[Patch]:
+        keys, feed = self._keys, view.feed
+        tasks = [Patch(keys.task_key(c, feed), _delete) for c in view.tasks]
+        info = view.info
+        if info is None:
+            leftovers = tasks + ([Patch(keys.status_key(feed), _delete)] if view.status else [])
+            return leftovers
+        if info.state is FeedState.REMOVED:
+            return [
+                *tasks,
+                Patch(keys.info_key(feed), _delete),
+                Patch(keys.status_key(feed), _delete),
+            ]
+        if not info.state.runs:
+            return tasks
+        changed = self._next_info(view, info)
+        if changed is not None:
+            log.info("changefeed %s: %s -> %s", feed, info.state.value, changed.state.value)
+            patches = [Patch(keys.info_key(feed), _put(changed.to_json()))]
+            return patches + (tasks if not changed.state.runs else [])
+        return self._place(view, state, load)
+
+    def _next_info(self, view: FeedView, info: ChangeFeedInfo) -> ChangeFeedInfo | None:
+        """The info's next state, or None when it stays as it is."""
+        status = view.status
+        if info.target_ts and status is not None and status.checkpoint_ts >= info.target_ts:
+            return info.with_state(FeedState.FINISHED, admin_job_type=AdminJob.FINISH)
+        errors = [t.error for t in view.tasks.values() if t.error is not None]
+        fatal = [e for e in errors if not e.retriable]
+        if fatal:
+            return info.with_state(FeedState.FAILED, error=fatal[0])
+        if errors and (info.state is not FeedState.WARNING or info.warning != errors[0]):
+            return info.with_state(FeedState.WARNING, warning=errors[0])
+        if not errors and info.state is FeedState.WARNING and view.tasks:
+            return info.with_state(FeedState.NORMAL, warning=None)
+        return None
+
+    def _place(self, view: FeedView, state: ClusterState, load: Counter[str]) -> list[Patch]:
+        keys, feed = self._keys, view.feed
+        alive = [c for c in view.tasks if c in state.captures]
+        patches = [Patch(keys.task_key(c, feed), _delete) for c in view.tasks if c not in alive]
+        for extra in alive[1:]:  # never more than one processor per changefeed
+            patches.append(Patch(keys.task_key(extra, feed), _delete))
+            load[extra] -= 1
+        if not alive and state.captures:
+            target = min(sorted(state.captures), key=lambda c: load[c])
+            load[target] += 1
+            patches.append(Patch(keys.task_key(target, feed), _put(TaskPosition().to_json())))
+            log.info("changefeed %s: placed on capture %s", feed, target)
+        return patches

@@ -1,0 +1,43 @@
+"""The upstream change log as a processor sees it: a narrow port, and the errors it raises.
+
+A ``ChangeSource`` gives the current end of the upstream log as a position token and opens a
+stream of whole transactions after a token. Each ``SourceItem`` carries the token to resume
+*after* that transaction; commit ts are assigned by the source deterministically from the log
+(so a replay from the same token and ``last_ts`` yields the same ts), which is what lets sinks
+drop what they already applied. ``services.capture.mysql`` adapts ``mysqlsource`` to it; unit
+tests use an in-memory fake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
+from services.capture.errors import CaptureError
+from sinks.filter import TableFilter
+from sinks.model import Txn
+
+
+class SourceFailure(CaptureError):
+    """The upstream could not be read; ``retriable`` as the source said."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceItem:
+    txn: Txn
+    position: str  # where to resume after this transaction
+
+
+class ChangeSource(Protocol):
+    async def current_position(self) -> str:
+        """The token of the end of the upstream log now."""
+        ...
+
+    def open(
+        self, start: str, last_ts: int, table_filter: TableFilter | None
+    ) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:
+        """Transactions after ``start`` (``last_ts``: the commit ts given to the one before it),
+        forever; raises SourceFailure."""
+        ...

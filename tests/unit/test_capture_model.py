@@ -1,0 +1,121 @@
+"""Capture records, keys and filter rules: TiCDC's JSON field names and key layout."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from services.capture.errors import BadRecord, BadRequest
+from services.capture.keys import FeedId, KeyKind, Keys, valid_id
+from services.capture.model import (
+    AdminJob,
+    CaptureInfo,
+    ChangeFeedInfo,
+    ChangeFeedStatus,
+    FeedState,
+    ReplicaConfig,
+    RunningError,
+    TaskPosition,
+)
+from services.capture.rules import table_filter
+
+KEYS = Keys("c1")
+FEED = FeedId("ns", "cf-1")
+
+
+def test_key_layout_and_parse_round_trip() -> None:
+    assert KEYS.capture_key("a") == b"/tidb/cdc/c1/__cdc_meta__/capture/a"
+    assert KEYS.owner_prefix == b"/tidb/cdc/c1/__cdc_meta__/owner/"
+    assert KEYS.info_key(FEED) == b"/tidb/cdc/c1/ns/changefeed/info/cf-1"
+    assert KEYS.status_key(FEED) == b"/tidb/cdc/c1/ns/changefeed/status/cf-1"
+    assert KEYS.task_key("a", FEED) == b"/tidb/cdc/c1/ns/task/position/a/cf-1"
+    assert KEYS.parse(KEYS.capture_key("a")) is not None
+    parsed = KEYS.parse(KEYS.task_key("a", FEED))
+    assert parsed is not None and parsed.kind is KeyKind.TASK
+    assert (parsed.name, parsed.feed) == ("a", FEED)
+    info = KEYS.parse(KEYS.info_key(FEED))
+    assert info is not None and info.kind is KeyKind.INFO and info.feed == FEED
+    assert KEYS.parse(b"/tidb/cdc/c1/__cdc_meta__/meta/meta-version") is None
+    assert KEYS.parse(b"/tidb/cdc/c2/ns/changefeed/info/x") is None
+
+
+def test_changefeed_ids() -> None:
+    assert valid_id("cf-1") and valid_id("A9")
+    assert not valid_id("-cf") and not valid_id("cf_1") and not valid_id("a" * 129)
+
+
+def test_info_json_uses_ticdc_names_and_round_trips() -> None:
+    info = ChangeFeedInfo(
+        namespace="ns",
+        changefeed_id="cf-1",
+        sink_uri="blackhole://",
+        start_ts=10,
+        target_ts=20,
+        state=FeedState.FAILED,
+        admin_job_type=AdminJob.STOP,
+        config=ReplicaConfig(("shop.*", "!shop.tmp_*"), (5,)),
+        error=RunningError("boom", "CDC:X", "h:1", "t", False),
+        epoch=7,
+    )
+    data = json.loads(info.to_json())
+    for key in ("upstream-id", "changefeed-id", "sink-uri", "start-ts", "target-ts"):
+        assert key in data
+    assert data["state"] == "failed" and data["admin-job-type"] == 1
+    assert data["config"]["filter"]["rules"] == ["shop.*", "!shop.tmp_*"]
+    assert data["error"]["code"] == "CDC:X"
+    assert ChangeFeedInfo.from_json(info.to_json()) == info
+
+
+def test_status_task_capture_round_trip() -> None:
+    status = ChangeFeedStatus(42, "bin.000001:120")
+    data = json.loads(status.to_json())
+    assert data["checkpoint-ts"] == 42 and data["source-position"] == "bin.000001:120"
+    assert "min-table-barrier-ts" in data and "admin-job-type" in data
+    assert ChangeFeedStatus.from_json(status.to_json()) == ChangeFeedStatus(
+        42, "bin.000001:120", 42
+    )
+    task = TaskPosition(error=RunningError("x"))
+    assert TaskPosition.from_json(task.to_json()) == task
+    assert set(json.loads(task.to_json())) == {
+        "checkpoint-ts",
+        "resolved-ts",
+        "count",
+        "error",
+        "warning",
+    }
+    cap = CaptureInfo("id-1", "127.0.0.1:8300", start_timestamp=5)
+    assert set(json.loads(cap.to_json())) == {
+        "id",
+        "address",
+        "version",
+        "git-hash",
+        "deploy-path",
+        "start-timestamp",
+    }
+    assert CaptureInfo.from_json(cap.to_json()) == cap
+
+
+def test_bad_records_are_errors() -> None:
+    with pytest.raises(BadRecord):
+        ChangeFeedInfo.from_json(b"not json")
+    with pytest.raises(BadRecord):
+        ChangeFeedInfo.from_json(b'{"state": "sleeping"}')
+    with pytest.raises(BadRecord):
+        ChangeFeedStatus.from_json(b"[]")
+
+
+def test_filter_rules() -> None:
+    f = table_filter(["*.*", "!test.*", "!shop.tmp_*"])
+    assert f.allows("shop", "orders") and f.allows("crm", "users")
+    assert not f.allows("test", "x") and not f.allows("shop", "tmp_1")
+    assert not f.allows("mysql", "user")  # system schemas never replicate
+    g = table_filter(["shop.*", "crm.users"])
+    assert g.allows("shop", "t") and g.allows("crm", "users")
+    assert not g.allows("crm", "orders") and not g.allows("other", "t")
+    h = table_filter(["db?.t_[ab]*"])
+    assert h.allows("db1", "t_a1") and not h.allows("db12", "t_a1") and not h.allows("db1", "t_c")
+    with pytest.raises(BadRequest):
+        table_filter(["!test.*"])
+    with pytest.raises(BadRequest):
+        table_filter(["shop"])
