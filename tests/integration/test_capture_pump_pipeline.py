@@ -178,9 +178,7 @@ async def test_mariadb_through_capture_pumps_and_drainer(
             capture.wait()
             await write(up, [f"INSERT INTO items (id) VALUES ({k})" for k in range(600, 620)])
             await write(up, ["DELETE FROM items WHERE id < 5"])
-            capture, port = start_capture(
-                etcd, up.dsn() + "?server-id=4343", tmp_path / "cdc.log"
-            )
+            capture, port = start_capture(etcd, up.dsn() + "?server-id=4343", tmp_path / "cdc.log")
             await converged(up, down, {"items": 66, "events": 3})
         finally:
             capture.kill()
