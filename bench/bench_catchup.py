@@ -1,0 +1,171 @@
+"""Catch-up of a backlog: streaming (the MySQL sink, consistent mode, as the drainer applies)
+against the Spark job (staging + compaction + JDBC merge), same run, same MariaDB.
+
+Backlog: ``--rows`` row changes (default 1M) on a sysbench-like table (``id`` primary key,
+``k`` indexed, ``c`` and ``pad`` strings), in transactions of 1-10 rows; 70 % inserts of new
+keys, 30 % updates of earlier keys. Both paths start from an empty table in their own schema.
+
+* streaming: batches of 960 row changes (the drainer's default batch) through ``sinks.mysql``
+  consistent mode: each batch compacted and committed with the checkpoint.
+* Spark: the drainer-side staging write (``staging.StagingWriter``) plus the job as
+  ``python -m services.spark.catchup`` would run it, Spark session start-up included.
+
+Both tables are checked equal (row count and CHECKSUM TABLE) before the figures are printed as
+one JSON line (``catchup``) with both rates and the ratio (target: Spark >= 5x streaming).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import random
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from services.spark.catchup import run_catchup
+from services.spark.session import spark_session
+from services.spark.target import Progress
+from sinks.model import RowChange, SinkOptions, SqlValue, TableInfo, Txn
+from sinks.registry import open_sink
+from staging import StagingWriter
+from tests.support.mariadb import MariaDBServer, make_template, running_server
+
+CREATE = (
+    "CREATE TABLE {name} (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0, "
+    "c CHAR(120) NOT NULL DEFAULT '', pad CHAR(60) NOT NULL DEFAULT '', KEY k_1 (k))"
+)
+COLUMNS = [("id", "bigint"), ("k", "int"), ("c", "char(120)"), ("pad", "char(60)")]
+BATCH_ROWS = 960
+
+
+def table(schema: str) -> TableInfo:
+    return TableInfo.build(schema, "sbtest", COLUMNS, ["id"])
+
+
+def backlog(schema: str, rows: int, seed: int) -> Iterator[Txn]:
+    """The same transactions for any ``schema`` (same seed)."""
+    rng = random.Random(seed)
+    t = table(schema)
+    live: dict[int, dict[str, SqlValue]] = {}
+    next_id, done, ts = 1, 0, 1000
+    while done < rows:
+        changes: list[RowChange] = []
+        touched: set[int] = set()
+        for _ in range(min(rng.randint(1, 10), rows - done)):
+            if rng.random() < 0.7 or next_id < 100:
+                row: dict[str, SqlValue] = {
+                    "id": next_id,
+                    "k": rng.randrange(1 << 20),
+                    "c": f"{next_id:0120d}",
+                    "pad": f"{rng.getrandbits(200):060x}"[:60],
+                }
+                live[next_id] = row
+                touched.add(next_id)
+                next_id += 1
+                changes.append(RowChange.insert(t, row))
+            else:
+                rid = rng.randrange(1, next_id)
+                if rid in touched:
+                    continue
+                touched.add(rid)
+                old = live[rid]
+                new = {
+                    **old,
+                    "k": int(old["k"] or 0) + 1,
+                    "c": f"{rng.getrandbits(400):0120x}"[:120],
+                }
+                live[rid] = new
+                changes.append(RowChange.update(t, old, new))
+        if changes:
+            done += len(changes)
+            ts += 10
+            yield Txn(ts, ts - 1, rows=tuple(changes))
+
+
+async def streaming(db: MariaDBServer, rows: int, seed: int) -> float:
+    await db.execute("CREATE DATABASE bench_stream")
+    await db.execute(CREATE.format(name="bench_stream.sbtest"))
+    url = db.dsn() + "?consistent=true"
+    async with open_sink(url, SinkOptions(cluster_id=1)) as sink:
+        sink.safe_mode = False
+        t0 = time.perf_counter()
+        batch: list[Txn] = []
+        weight = 0
+        for txn in backlog("bench_stream", rows, seed):
+            batch.append(txn)
+            weight += len(txn.rows)
+            if weight >= BATCH_ROWS:
+                await sink.apply(batch)
+                batch, weight = [], 0
+        if batch:
+            await sink.apply(batch)
+        return time.perf_counter() - t0
+
+
+async def with_spark(db: MariaDBServer, rows: int, seed: int, work: Path) -> tuple[float, float]:
+    """(seconds in all, seconds of the staging write)."""
+    await db.execute("CREATE DATABASE bench_spark")
+    await db.execute(CREATE.format(name="bench_spark.sbtest"))
+    t0 = time.perf_counter()
+    writer = StagingWriter(work / "range", 0)
+    for txn in backlog("bench_spark", rows, seed):
+        writer.add(txn)
+        if writer.full:
+            await asyncio.to_thread(writer.flush)
+    await asyncio.to_thread(writer.close)
+    staged = time.perf_counter() - t0
+    spark = spark_session("bench-catchup", "local[*]", driver_memory="1g")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        await asyncio.to_thread(
+            run_catchup, spark, work / "range", db.dsn(), Progress(io.StringIO())
+        )
+    finally:
+        spark.stop()
+    return time.perf_counter() - t0, staged
+
+
+async def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    template = make_template(work / "mariadb-template")
+    with running_server(template, work / "downstream") as db:
+        stream_s = await streaming(db, args.rows, args.seed)
+        spark_s, staged_s = await with_spark(db, args.rows, args.seed, work)
+        a = await db.query("SELECT COUNT(*) FROM bench_stream.sbtest")
+        b = await db.query("SELECT COUNT(*) FROM bench_spark.sbtest")
+        ca = (await db.query("CHECKSUM TABLE bench_stream.sbtest"))[0][1]
+        cb = (await db.query("CHECKSUM TABLE bench_spark.sbtest"))[0][1]
+        if a != b or ca != cb:
+            raise SystemExit(f"results differ: {a} {b} {ca} {cb}")
+    return {
+        "bench": "catchup",
+        "row_changes": args.rows,
+        "final_rows": int(a[0][0]),
+        "streaming_rows_per_s": round(args.rows / stream_s),
+        "spark_rows_per_s": round(args.rows / spark_s),
+        "ratio": round(stream_s / spark_s, 2),
+        "streaming_s": round(stream_s, 1),
+        "spark_s": round(spark_s, 1),
+        "spark_staging_write_s": round(staged_s, 1),
+        "target_ratio": 5.0,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-catchup-") as tmp:
+        result = asyncio.run(measure(Path(tmp), args))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The catch-up job: a staged commit-ts range, compacted per primary key, applied to a sink.
+
+``python -m services.spark.catchup --staging DIR [--sink URL]`` (or through ``spark-submit``);
+the sink URL may come from ``CATCHUP_SINK_URL`` instead, keeping a password out of argv. It
+reads ``DIR`` (``staging.format``), keeps each key's last change (``services.spark.compact``),
+and writes tombstones and upserts through the target for the URL's scheme (MySQL/MariaDB over
+JDBC, SQLite, Parquet lake). Progress goes to stdout as JSON lines, ending with one
+``{"event": "done", ...}`` or ``{"event": "failed", ...}``; the exit status is 0 on success, 75
+when a rerun may succeed, 1 otherwise. The checkpoint is not this job's business: whoever
+submitted it moves its checkpoint to the range's end after a 0 exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+
+from services.spark.compact import compact, tombstones, upserts
+from services.spark.errors import JobError
+from services.spark.session import spark_session
+from services.spark.target import Progress, TableChanges, open_target
+from staging.format import RangeInfo, StagedTable, StagingError, read_range
+
+log = logging.getLogger(__name__)
+
+SINK_ENV = "CATCHUP_SINK_URL"
+EXIT_RETRIABLE = 75  # EX_TEMPFAIL
+
+
+def read_changes(spark: SparkSession, directory: str | Path, table: StagedTable) -> DataFrame:
+    return spark.read.parquet(str(Path(directory) / table.directory))
+
+
+def plan(spark: SparkSession, directory: str | Path, info: RangeInfo) -> list[TableChanges]:
+    """Per staged table: its compacted changes (cached), upserts and tombstones."""
+    out: list[TableChanges] = []
+    for t in info.tables:
+        if not t.rows:
+            continue
+        last = compact(read_changes(spark, directory, t), t.primary_key)
+        last = last.persist(StorageLevel.MEMORY_AND_DISK)
+        out.append(TableChanges(t, upserts(last), tombstones(last, t.primary_key), last))
+    return out
+
+
+def run_catchup(
+    spark: SparkSession,
+    directory: str | Path,
+    sink_url: str,
+    progress: Progress | None = None,
+    *,
+    partitions: int = 4,
+) -> dict[str, Any]:
+    """Apply the range staged in ``directory`` to ``sink_url``; a summary of what was done."""
+    report = progress or Progress()
+    info = read_range(directory)
+    report("planned", start_ts=info.start_ts, end_ts=info.end_ts, rows=info.rows)
+    target = open_target(spark, sink_url, partitions=partitions)
+    tables = plan(spark, directory, info)
+    try:
+        applied = target.apply(info.start_ts, info.end_ts, tables, report)
+    finally:
+        for tc in tables:
+            if tc.changes is not None:
+                tc.changes.unpersist()
+    return {
+        "start_ts": info.start_ts,
+        "end_ts": info.end_ts,
+        "row_changes": info.rows,
+        "upserts": applied.upserts,
+        "deletes": applied.deletes,
+        "tables": len(tables),
+    }
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m services.spark.catchup", description=__doc__)
+    ap.add_argument("--staging", required=True, help="directory of the staged range")
+    ap.add_argument("--sink", default=os.environ.get(SINK_ENV, ""), help=f"or ${SINK_ENV}")
+    ap.add_argument("--master", default=None, help="Spark master (default: local[*])")
+    ap.add_argument("--partitions", type=int, default=4, help="parallel JDBC writers")
+    ap.add_argument("--driver-memory", default="1g")
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    if not args.sink:
+        print(json.dumps({"event": "failed", "error": "no sink URL", "retriable": False}))
+        return 1
+    spark = spark_session("tributary-catchup", args.master, driver_memory=args.driver_memory)
+    try:
+        summary = run_catchup(spark, args.staging, args.sink, partitions=args.partitions)
+    except (JobError, StagingError) as e:
+        log.error("catch-up failed: %s", e)
+        print(json.dumps({"event": "failed", "error": str(e), "retriable": e.retriable}))
+        return EXIT_RETRIABLE if e.retriable else 1
+    finally:
+        spark.stop()
+    print(json.dumps({"event": "done", **summary}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

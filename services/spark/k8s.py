@@ -1,0 +1,122 @@
+"""Spark-on-Kubernetes submission, rendered as data: the ``spark-submit`` argv and the pod
+template a job runs with. Pure functions; whoever submits writes the template to a file and
+runs the argv (the drainer's catch-up, an operator, a person).
+
+The driver runs in the cluster (``--deploy-mode cluster``) under the chart's service account
+and creates its executors itself, which is what ``DRIVER_RBAC`` allows (a namespaced Role):
+pods (create, get, list, watch, delete, deletecollection), services and configmaps (create,
+get, list, delete, deletecollection: the driver's headless service and its config map) and
+persistentvolumeclaims (get, list: the staging volume is mounted, not created). The product
+image carries the jobs under ``/app`` and the MariaDB JDBC jar at ``IMAGE_JAR``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+IMAGE_JAR = "/opt/tributary/jars/mariadb-java-client.jar"
+APP_ROOT = "/app"
+STAGING_MOUNT = "/staging"
+CONTAINER = "spark"
+
+DRIVER_RBAC: list[dict[str, Any]] = [
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["services", "configmaps"],
+        "verbs": ["create", "get", "list", "delete", "deletecollection"],
+    },
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list"]},
+]
+
+
+@dataclass(frozen=True)
+class K8sSubmission:
+    api_server: str  # e.g. https://kubernetes.default.svc:443
+    namespace: str
+    image: str
+    service_account: str = "tributary-spark"
+    staging_claim: str = ""  # PVC holding the staged ranges, mounted at STAGING_MOUNT
+    sink_secret: str = ""  # Secret with the sink URL under key "sink-url" (driver env)
+    executors: int = 2
+    executor_cores: int = 1
+    executor_memory: str = "1g"
+    driver_memory: str = "1g"
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def master(self) -> str:
+        server = self.api_server
+        return server if server.startswith("k8s://") else f"k8s://{server}"
+
+
+def pod_template(sub: K8sSubmission) -> dict[str, Any]:
+    """The pod template (driver and executors alike): service account, non-root user, the
+    staging volume, the product's labels."""
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "env": [{"name": "PYTHONPATH", "value": APP_ROOT}],
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
+    }
+    spec: dict[str, Any] = {
+        "serviceAccountName": sub.service_account,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "fsGroup": 185},
+        "containers": [container],
+    }
+    if sub.staging_claim:
+        container["volumeMounts"] = [{"name": "staging", "mountPath": STAGING_MOUNT}]
+        spec["volumes"] = [
+            {"name": "staging", "persistentVolumeClaim": {"claimName": sub.staging_claim}}
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "labels": {"app.kubernetes.io/name": "tributary-spark", **sub.labels},
+        },
+        "spec": spec,
+    }
+
+
+def submit_args(
+    sub: K8sSubmission,
+    job: str,
+    job_args: Sequence[str],
+    template_path: str,
+    *,
+    name: str,
+) -> list[str]:
+    """``spark-submit`` argv running ``services/spark/<job>.py`` in the cluster."""
+    conf = {
+        "spark.kubernetes.namespace": sub.namespace,
+        "spark.kubernetes.container.image": sub.image,
+        "spark.kubernetes.authenticate.driver.serviceAccountName": sub.service_account,
+        "spark.kubernetes.driver.podTemplateFile": template_path,
+        "spark.kubernetes.executor.podTemplateFile": template_path,
+        "spark.kubernetes.driver.podTemplateContainerName": CONTAINER,
+        "spark.kubernetes.executor.podTemplateContainerName": CONTAINER,
+        "spark.executor.instances": str(sub.executors),
+        "spark.executor.cores": str(sub.executor_cores),
+        "spark.executor.memory": sub.executor_memory,
+        "spark.driver.memory": sub.driver_memory,
+        "spark.jars": f"local://{IMAGE_JAR}",
+        "spark.driver.extraClassPath": IMAGE_JAR,
+        "spark.executor.extraClassPath": IMAGE_JAR,
+        "spark.kubernetes.driverEnv.PYTHONPATH": APP_ROOT,
+        "spark.executorEnv.PYTHONPATH": APP_ROOT,
+        "spark.ui.enabled": "false",
+    }
+    if sub.sink_secret:
+        conf["spark.kubernetes.driver.secretKeyRef.CATCHUP_SINK_URL"] = (
+            f"{sub.sink_secret}:sink-url"
+        )
+    argv = ["spark-submit", "--master", sub.master, "--deploy-mode", "cluster", "--name", name]
+    for key, value in conf.items():
+        argv += ["--conf", f"{key}={value}"]
+    return [*argv, f"local://{APP_ROOT}/services/spark/{job}.py", *job_args]

@@ -1,0 +1,72 @@
+"""The Spark-on-Kubernetes rendering: argv and pod template agree with each other and with
+the RBAC the driver is given."""
+
+from __future__ import annotations
+
+from services.spark.k8s import (
+    CONTAINER,
+    DRIVER_RBAC,
+    STAGING_MOUNT,
+    K8sSubmission,
+    pod_template,
+    submit_args,
+)
+
+SUB = K8sSubmission(
+    "https://10.0.0.1:6443",
+    "data",
+    "registry.local/tributary:1.0",
+    staging_claim="staging-pvc",
+    sink_secret="downstream",
+)
+
+
+def conf_of(argv: list[str]) -> dict[str, str]:
+    pairs = [argv[i + 1] for i, a in enumerate(argv) if a == "--conf"]
+    return dict(p.split("=", 1) for p in pairs)
+
+
+def test_submit_args_run_the_job_in_cluster_mode_with_the_template() -> None:
+    argv = submit_args(SUB, "catchup", ["--staging", f"{STAGING_MOUNT}/r1"], "/t.yaml", name="cu")
+    assert argv[:8] == [
+        "spark-submit",
+        "--master",
+        "k8s://https://10.0.0.1:6443",
+        "--deploy-mode",
+        "cluster",
+        "--name",
+        "cu",
+        "--conf",
+    ]
+    assert argv[-3:] == ["local:///app/services/spark/catchup.py", "--staging", "/staging/r1"]
+    conf = conf_of(argv)
+    assert conf["spark.kubernetes.namespace"] == "data"
+    assert conf["spark.kubernetes.container.image"] == "registry.local/tributary:1.0"
+    assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == "tributary-spark"
+    assert conf["spark.kubernetes.driver.podTemplateFile"] == "/t.yaml"
+    assert conf["spark.kubernetes.driver.podTemplateContainerName"] == CONTAINER
+    assert conf["spark.kubernetes.driver.secretKeyRef.CATCHUP_SINK_URL"] == "downstream:sink-url"
+    assert conf["spark.jars"].startswith("local:///")
+
+
+def test_master_is_not_prefixed_twice() -> None:
+    sub = K8sSubmission("k8s://https://api:443", "ns", "img")
+    assert sub.master == "k8s://https://api:443"
+
+
+def test_pod_template_mounts_staging_under_the_service_account() -> None:
+    pod = pod_template(SUB)
+    spec = pod["spec"]
+    assert spec["serviceAccountName"] == "tributary-spark"
+    (container,) = spec["containers"]
+    assert container["name"] == CONTAINER
+    assert container["volumeMounts"] == [{"name": "staging", "mountPath": STAGING_MOUNT}]
+    assert spec["volumes"][0]["persistentVolumeClaim"] == {"claimName": "staging-pvc"}
+    assert "volumes" not in pod_template(K8sSubmission("https://a", "n", "i"))["spec"]
+
+
+def test_rbac_lets_the_driver_manage_executors() -> None:
+    verbs = {r: set(rule["verbs"]) for rule in DRIVER_RBAC for r in rule["resources"]}
+    assert {"create", "delete", "watch", "list"} <= verbs["pods"]
+    assert {"create", "delete"} <= verbs["services"] & verbs["configmaps"]
+    assert verbs["persistentvolumeclaims"] == {"get", "list"}
