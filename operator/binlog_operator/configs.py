@@ -1,0 +1,139 @@
+"""pump.toml and drainer.toml as the operator renders them into ConfigMaps.
+
+Invariant: the keys that tie a process to its pod (listen addresses, data directory, etcd
+endpoints, TLS file paths) are the operator's; a user's ``config`` may set any other key, and
+setting a managed one is a SpecError rather than a silent override. The rendered text loads with
+the service's own settings loader (``check``), so a ConfigMap never holds a config its service
+would refuse.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from binlog_operator.spec import ClusterSpec, DrainerSpec, SpecError
+from services.drainer.config import DrainerConfig
+from services.pump.config import PumpConfig
+from settings import SettingsError, load
+from settings.dump import toml_literal
+
+PUMP_GRPC_PORT = 8250
+PUMP_HTTP_PORT = 8251
+DRAINER_GRPC_PORT = 8249
+DRAINER_HTTP_PORT = 8252
+CAPTURE_PORT = 8300
+CONFIG_DIR = "/etc/binlog"
+DATA_DIR = "/var/lib/binlog"
+TLS_DIR = "/etc/binlog/tls"
+
+T = TypeVar("T")
+
+_MANAGED = ("addr", "advertise-addr", "status-addr", "data-dir", "node-id", "pd-urls")
+
+
+def pump_toml(spec: ClusterSpec) -> str:
+    managed: dict[str, Any] = {
+        "addr": f"0.0.0.0:{PUMP_GRPC_PORT}",
+        "status-addr": f"0.0.0.0:{PUMP_HTTP_PORT}",
+        "data-dir": f"{DATA_DIR}/pump",
+        "pd-urls": ",".join(spec.etcd_endpoints),
+    }
+    return _render_checked(_merge(spec.pumps.config, managed, "pumps.config", spec), "pumps.config")
+
+
+def drainer_toml(spec: ClusterSpec, drainer: DrainerSpec) -> str:
+    managed: dict[str, Any] = {
+        "addr": f"0.0.0.0:{DRAINER_GRPC_PORT}",
+        "status-addr": f"0.0.0.0:{DRAINER_HTTP_PORT}",
+        "data-dir": f"{DATA_DIR}/drainer",
+        "pd-urls": ",".join(spec.etcd_endpoints),
+    }
+    doc = _merge(drainer.config, managed, f"drainers[{drainer.name}].config", spec)
+    syncer = dict(doc.get("syncer") or {})
+    syncer["sink-uri"] = drainer.sink_uri
+    doc["syncer"] = syncer
+    return _render_checked(doc, f"drainers[{drainer.name}].config")
+
+
+def _merge(
+    user: Mapping[str, Any], managed: dict[str, Any], where: str, spec: ClusterSpec
+) -> dict[str, Any]:
+    clash = sorted(k for k in user if k in _MANAGED)
+    if clash:
+        raise SpecError([f"{where}.{k}: managed by the operator, remove it" for k in clash])
+    doc = {**user, **managed}
+    if spec.tls_secret:
+        security = dict(doc.get("security") or {})
+        security.update(
+            {
+                "ssl-ca": f"{TLS_DIR}/ca.crt",
+                "ssl-cert": f"{TLS_DIR}/tls.crt",
+                "ssl-key": f"{TLS_DIR}/tls.key",
+            }
+        )
+        doc["security"] = security
+    return doc
+
+
+def _render_checked(doc: Mapping[str, Any], where: str) -> str:
+    try:
+        return render(doc)
+    except TypeError as e:  # e.g. a null value: TOML has none
+        raise SpecError([f"{where}: {e}"]) from e
+
+
+def render(doc: Mapping[str, Any]) -> str:
+    """TOML text: plain keys first, then one ``[table]`` per nested mapping (recursively)."""
+    lines: list[str] = []
+    _render(doc, (), lines)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _render(doc: Mapping[str, Any], path: tuple[str, ...], lines: list[str]) -> None:
+    tables = {k: v for k, v in doc.items() if isinstance(v, Mapping)}
+    if path:
+        lines += ["", "[" + ".".join(path) + "]"]
+    lines += [f"{k} = {toml_literal(v)}" for k, v in doc.items() if k not in tables]
+    for k, v in tables.items():
+        _render(v, (*path, k), lines)
+
+
+def check_all(spec: ClusterSpec) -> None:
+    """Render and load every config of ``spec``; one SpecError with every problem."""
+    problems: list[str] = []
+    for check in [lambda: check_pump(pump_toml(spec))] + [
+        (lambda d=d: check_drainer(drainer_toml(spec, d), d.name)) for d in spec.drainers
+    ]:
+        try:
+            check()
+        except SpecError as e:
+            problems += e.problems
+    if problems:
+        raise SpecError(problems)
+
+
+def check_pump(text: str) -> PumpConfig:
+    flags = ["--node-id", "p-0", "--advertise-addr", f"p-0.p.ns.svc:{PUMP_GRPC_PORT}"]
+    return _check(text, flags, PumpConfig, "PUMP", "pumps.config")
+
+
+def check_drainer(text: str, name: str) -> DrainerConfig:
+    flags = ["--node-id", "d-0", "--advertise-addr", f"d-0.d.ns.svc:{DRAINER_GRPC_PORT}"]
+    return _check(text, flags, DrainerConfig, "DRAINER", f"drainers[{name}].config")
+
+
+def _check(text: str, flags: list[str], cls: type[T], prefix: str, where: str) -> T:
+    """Load ``text`` (with the per-pod ``flags`` the StatefulSet passes) with the service's
+    settings loader; SpecError lists what it refused."""
+    fd, path = tempfile.mkstemp(suffix=".toml")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        return load(cls, ["--config", path, *flags], {}, prefix)
+    except SettingsError as e:
+        raise SpecError([f"{where}: {p}" for p in e.problems]) from e
+    finally:
+        os.unlink(path)

@@ -1,0 +1,212 @@
+"""kopf handlers for BinlogCluster: thin translations between kopf and ``Reconciler``.
+
+Run with ``kopf run -m binlog_operator.handlers --all-namespaces`` (or ``--namespace``).
+Invariant: every handler outcome is visible on the resource: a bad spec sets Degraded/InvalidSpec
+and stops retrying (PermanentError); a failed scale-down or an unreachable API/etcd sets Degraded
+with the reason, posts a Warning event and retries later (TemporaryError), leaving the pump
+StatefulSet as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import kopf
+
+from binlog_operator import GROUP, PLURAL, VERSION
+from binlog_operator.kube import Credentials, KubeClient, KubeError, ca_pem
+from binlog_operator.manifests import drainer_name, pump_pod, pump_selector
+from binlog_operator.options import Options, from_env
+from binlog_operator.pumps import HttpPumpCloser, addresses_from_env
+from binlog_operator.reconcile import Reconciler
+from binlog_operator.scaledown import ScaleDownError
+from binlog_operator.spec import SpecError
+from binlog_operator.status import node_entries, readiness, set_condition
+from coord.etcd import EtcdKv
+from coord.kv import Kv, KvError
+
+log = logging.getLogger(__name__)
+OPTIONS: Options = from_env()
+SKIP_OFFLINE = "binlog.io/skip-pump-offline"
+RESOURCE = (GROUP, VERSION, PLURAL)
+
+
+class Context:
+    """What the handlers share: built at startup, closed at cleanup."""
+
+    def __init__(self, creds: Credentials, options: Options) -> None:
+        self.kube = KubeClient(creds)
+        self.http = aiohttp.ClientSession()
+        addresses = addresses_from_env()
+        self.reconciler = Reconciler(
+            self.kube,
+            _open_kv,
+            lambda ns, name: HttpPumpCloser(self.http, addresses, ns, name),
+            default_image=options.image,
+            offline_timeout=options.offline_timeout,
+            etcd_timeout=options.etcd_timeout,
+        )
+
+    async def close(self) -> None:
+        await self.kube.close()
+        await self.http.close()
+
+
+@asynccontextmanager
+async def _open_kv(endpoints: Any) -> AsyncIterator[Kv]:
+    async with EtcdKv.connect(list(endpoints)) as kv:
+        yield kv
+
+
+def credentials(settings: kopf.OperatorSettings) -> Credentials:
+    info = kopf.login_with_service_account(settings=settings) or kopf.login_with_kubeconfig(
+        settings=settings
+    )
+    if info is None:
+        raise kopf.PermanentError("no in-cluster service account and no kubeconfig")
+    return Credentials(
+        server=info.server,
+        token=info.token,
+        ca_pem=ca_pem(info.ca_data),
+        ca_path=str(info.ca_path) if info.ca_path else None,
+        cert_path=str(info.certificate_path) if info.certificate_path else None,
+        key_path=str(info.private_key_path) if info.private_key_path else None,
+        insecure=bool(info.insecure),
+    )
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    settings.peering.standalone = True
+    settings.persistence.finalizer = "binlog.io/pumps-offline"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="binlog.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="binlog.io", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.INFO
+    memo.ctx = Context(credentials(settings), OPTIONS)
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    ctx: Context | None = memo.get("ctx")
+    if ctx is not None:
+        await ctx.close()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _conditions(body: kopf.Body) -> list[dict[str, Any]]:
+    return [dict(c) for c in body.get("status", {}).get("conditions") or []]
+
+
+@kopf.on.create(*RESOURCE)
+@kopf.on.update(*RESOURCE)
+@kopf.on.resume(*RESOURCE)
+async def reconcile(
+    body: kopf.Body,
+    name: str,
+    namespace: str | None,
+    meta: kopf.Meta,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+    **_: Any,
+) -> None:
+    ctx: Context = memo.ctx
+    assert namespace is not None  # BinlogCluster is namespaced
+    conditions = _conditions(body)
+    try:
+        outcome = await ctx.reconciler.reconcile(name, namespace, meta["uid"], dict(body["spec"]))
+    except SpecError as e:
+        patch.status["conditions"] = set_condition(
+            conditions, "Degraded", True, "InvalidSpec", str(e), _now()
+        )
+        kopf.warn(body, reason="InvalidSpec", message=str(e))
+        raise kopf.PermanentError(f"invalid spec: {e}") from e
+    except KubeError as e:
+        patch.status["conditions"] = set_condition(
+            conditions, "Degraded", True, "ApiError", str(e)[:500], _now()
+        )
+        if not e.retriable:
+            kopf.warn(body, reason="ApiError", message=str(e)[:500])
+        raise kopf.TemporaryError(str(e), delay=OPTIONS.retry_delay) from e
+    patch.status["pumpReplicas"] = outcome.pump_replicas
+    patch.status["pumpSelector"] = pump_selector(name)
+    patch.status["drainerCount"] = len(outcome.spec.drainers)
+    patch.status["observedGeneration"] = meta.get("generation")
+    wanted = outcome.spec.pumps.replicas
+    if outcome.scale_error is not None:
+        message = (
+            f"scale-down of pumps {outcome.pump_replicas} -> {wanted} held back: "
+            f"{outcome.scale_error}"
+        )
+        conditions = set_condition(conditions, "Degraded", True, "ScaleDownFailed", message, _now())
+        conditions = set_condition(conditions, "Progressing", True, "ScalingDown", message, _now())
+        patch.status["conditions"] = conditions
+        kopf.warn(body, reason="ScaleDownFailed", message=message)
+        raise kopf.TemporaryError(message, delay=OPTIONS.retry_delay)
+    conditions = set_condition(conditions, "Degraded", False, "Reconciled", "", _now())
+    conditions = set_condition(
+        conditions, "Progressing", False, "Reconciled", f"{wanted} pumps applied", _now()
+    )
+    patch.status["conditions"] = conditions
+    kopf.info(
+        body,
+        reason="Reconciled",
+        message=f"{wanted} pumps, "
+        f"{len(outcome.spec.drainers)} drainers, {outcome.spec.captures.replicas} captures",
+    )
+
+
+@kopf.on.delete(*RESOURCE)
+async def teardown(
+    body: kopf.Body, name: str, namespace: str | None, meta: kopf.Meta, memo: kopf.Memo, **_: Any
+) -> None:
+    ctx: Context = memo.ctx
+    assert namespace is not None
+    if meta.get("annotations", {}).get(SKIP_OFFLINE) == "true":
+        log.warning(
+            "%s/%s deleted without taking pumps offline (%s)", namespace, name, SKIP_OFFLINE
+        )
+        return
+    try:
+        await ctx.reconciler.teardown(name, namespace, dict(body["spec"]))
+    except (ScaleDownError, KubeError) as e:
+        kopf.warn(body, reason="TeardownBlocked", message=f"pumps not offline yet: {e}")
+        raise kopf.TemporaryError(str(e), delay=OPTIONS.retry_delay) from e
+
+
+@kopf.timer(*RESOURCE, interval=OPTIONS.status_interval, initial_delay=1.0)
+async def refresh_status(
+    body: kopf.Body, name: str, namespace: str | None, patch: kopf.Patch, memo: kopf.Memo, **_: Any
+) -> None:
+    ctx: Context = memo.ctx
+    assert namespace is not None
+    try:
+        spec = ctx.reconciler.parse(dict(body["spec"]))
+    except SpecError:
+        return  # reconcile reports it
+    conditions = _conditions(body)
+    try:
+        seen = await ctx.reconciler.observe(name, namespace, spec)
+    except (KvError, KubeError, OSError, TimeoutError) as e:
+        patch.status["conditions"] = set_condition(
+            conditions, "Ready", False, "RegistryUnreachable", f"{e!r}"[:500], _now()
+        )
+        return
+    pods = [pump_pod(name, i) for i in range(seen.pump_replicas)]
+    drainers = [drainer_name(name, d.name) for d in spec.drainers]
+    ready, why = readiness(pods, seen.pumps, drainers, seen.drainers)
+    patch.status["pumps"] = node_entries(seen.pumps)
+    patch.status["drainers"] = node_entries(seen.drainers)
+    patch.status["changefeeds"] = []
+    patch.status["conditions"] = set_condition(
+        conditions, "Ready", ready, "AllOnline" if ready else "NotAllOnline", why, _now()
+    )

@@ -1,0 +1,145 @@
+"""A small Kubernetes API client for the objects the operator owns (aiohttp; no generated SDK).
+
+kopf watches and patches BinlogClusters itself; this client does the rest: server-side apply of
+the children (one field manager, forced, so the operator's intent always wins over stale
+managers) and reads of them. Invariant: every failure surfaces as ``KubeError`` whose
+``retriable`` comes from the HTTP status (429, 5xx, connection trouble), never from message text.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import ssl
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from binlog_operator import MANAGER
+
+log = logging.getLogger(__name__)
+
+_PLURALS = {
+    ("v1", "ConfigMap"): "configmaps",
+    ("v1", "Service"): "services",
+    ("apps/v1", "StatefulSet"): "statefulsets",
+}
+
+
+class KubeError(Exception):
+    """An API call failed; ``status`` is the HTTP status (0: no answer)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retriable = status == 0 or status == 429 or status >= 500
+
+
+@dataclass(frozen=True)
+class Credentials:
+    server: str
+    token: str | None = None
+    ca_pem: str | None = None
+    ca_path: str | None = None
+    cert_path: str | None = None
+    key_path: str | None = None
+    insecure: bool = False
+
+    def ssl_context(self) -> ssl.SSLContext | bool:
+        if not self.server.startswith("https"):
+            return False
+        if self.insecure:
+            return False
+        ctx = ssl.create_default_context(cafile=self.ca_path, cadata=self.ca_pem)
+        if self.cert_path:
+            ctx.load_cert_chain(self.cert_path, self.key_path)
+        return ctx
+
+
+def ca_pem(data: str | bytes | None) -> str | None:
+    """Kubeconfig CA data is base64 of PEM; in-cluster readers may pass PEM already."""
+    if data is None:
+        return None
+    text = data.decode() if isinstance(data, bytes) else data
+    return text if "-----BEGIN" in text else base64.b64decode(text).decode()
+
+
+def path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+    plural = _PLURALS[(api_version, kind)]
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    p = f"{base}/namespaces/{quote(namespace)}/{plural}"
+    return p if name is None else f"{p}/{quote(name)}"
+
+
+class KubeClient:
+    def __init__(self, creds: Credentials, timeout: float = 30.0) -> None:
+        self._creds = creds
+        headers = {"Authorization": f"Bearer {creds.token}"} if creds.token else {}
+        self._session = aiohttp.ClientSession(
+            base_url=creds.server.rstrip("/"),
+            headers=headers,
+            connector=aiohttp.TCPConnector(ssl=creds.ssl_context()),
+            timeout=aiohttp.ClientTimeout(total=timeout),
+        )
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply ``obj`` (create or update) as the operator's field manager."""
+        md = obj["metadata"]
+        url = path(obj["apiVersion"], obj["kind"], md["namespace"], md["name"])
+        found = await self._call(
+            "PATCH",
+            url,
+            params={"fieldManager": MANAGER, "force": "true"},
+            data=json.dumps(obj),
+            content_type="application/apply-patch+yaml",
+        )
+        assert found is not None
+        return found
+
+    async def get(
+        self, api_version: str, kind: str, namespace: str, name: str
+    ) -> dict[str, Any] | None:
+        """The object, or None if it does not exist."""
+        return await self._call("GET", path(api_version, kind, namespace, name), missing_ok=True)
+
+    async def _call(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: dict[str, str] | None = None,
+        data: str | None = None,
+        content_type: str | None = None,
+        missing_ok: bool = False,
+    ) -> dict[str, Any] | None:
+        headers = {"Content-Type": content_type} if content_type else {}
+        if self._session.closed:  # a timer still running while the operator shuts down
+            raise KubeError(f"{method} {url}: the client is closed")
+        try:
+            async with self._session.request(
+                method, url, params=params, data=data, headers=headers
+            ) as r:
+                if r.status == 404 and missing_ok:
+                    return None
+                body = await r.text()
+                if r.status >= 400:
+                    raise KubeError(f"{method} {url}: {r.status} {body[:500]}", r.status)
+                doc: dict[str, Any] = json.loads(body)
+                return doc
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise KubeError(f"{method} {url}: {e!r}") from e

@@ -1,0 +1,140 @@
+"""The Kubernetes objects of one BinlogCluster, as plain dicts (pure; no I/O).
+
+``build`` turns a validated spec into every object the operator applies: per component a
+ConfigMap with its TOML (pumps, drainers), a headless Service and a StatefulSet; all labelled and
+owned by the BinlogCluster. Invariants: a pump's node id is its pod name (``--node-id
+$(POD_NAME)``), so the registry record, the pod and the StatefulSet ordinal name the same thing;
+the pump StatefulSet's replicas is the caller's ``pump_replicas`` (the spec's value only once a
+scale-down has closed the pumps it removes). The object shapes are in ``objects``.
+"""
+
+from __future__ import annotations
+
+from binlog_operator import GROUP, KIND, MANAGER, VERSION
+from binlog_operator.configs import (
+    CAPTURE_PORT,
+    CONFIG_DIR,
+    DRAINER_GRPC_PORT,
+    DRAINER_HTTP_PORT,
+    PUMP_GRPC_PORT,
+    PUMP_HTTP_PORT,
+    drainer_toml,
+    pump_toml,
+)
+from binlog_operator.objects import Obj, Pod, config_map, service, stateful_set
+from binlog_operator.spec import ClusterSpec, DrainerSpec
+
+
+def pump_name(cluster: str) -> str:
+    return f"{cluster}-pump"
+
+
+def drainer_name(cluster: str, drainer: str) -> str:
+    return f"{cluster}-drainer-{drainer}"
+
+
+def capture_name(cluster: str) -> str:
+    return f"{cluster}-capture"
+
+
+def pump_pod(cluster: str, ordinal: int) -> str:
+    """The pod (and pump node id) of a pump ordinal."""
+    return f"{pump_name(cluster)}-{ordinal}"
+
+
+def labels(cluster: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "tributary",
+        "app.kubernetes.io/instance": cluster,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": MANAGER,
+    }
+
+
+def pump_selector(cluster: str) -> str:
+    """The label selector of a cluster's pump pods (the scale subresource reports it)."""
+    sel = labels(cluster, "pump")
+    return ",".join(
+        f"{k}={sel[k]}" for k in ("app.kubernetes.io/instance", "app.kubernetes.io/component")
+    )
+
+
+def build(
+    cluster: str, namespace: str, uid: str, spec: ClusterSpec, pump_replicas: int
+) -> list[Obj]:
+    owner = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "name": cluster,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    objs = _pumps(cluster, spec, pump_replicas)
+    for d in spec.drainers:
+        objs += _drainer(cluster, spec, d)
+    objs += _captures(cluster, spec)
+    for o in objs:
+        o["metadata"]["namespace"] = namespace
+        o["metadata"]["ownerReferences"] = [dict(owner)]
+    return objs
+
+
+def _pumps(cluster: str, spec: ClusterSpec, replicas: int) -> list[Obj]:
+    name, lbl = pump_name(cluster), labels(cluster, "pump")
+    cfg = pump_toml(spec)
+    ports = {"grpc": PUMP_GRPC_PORT, "http": PUMP_HTTP_PORT}
+    command = ["binlog-pump", "--config", f"{CONFIG_DIR}/pump.toml"]
+    command += _identity(name, PUMP_GRPC_PORT)
+    pod = Pod(
+        spec.image,
+        spec.image_pull_policy,
+        spec.tls_secret,
+        command,
+        cfg,
+        ports,
+        spec.pumps.resources,
+    )
+    return [
+        config_map(name, lbl, "pump.toml", cfg),
+        service(name, lbl, ports),
+        stateful_set(name, lbl, replicas, pod, spec.pumps.storage),
+    ]
+
+
+def _drainer(cluster: str, spec: ClusterSpec, d: DrainerSpec) -> list[Obj]:
+    name = drainer_name(cluster, d.name)
+    lbl = {**labels(cluster, "drainer"), "binlog.io/drainer": d.name}
+    cfg = drainer_toml(spec, d)
+    ports = {"grpc": DRAINER_GRPC_PORT, "http": DRAINER_HTTP_PORT}
+    command = ["binlog-drainer", "--config", f"{CONFIG_DIR}/drainer.toml"]
+    command += _identity(name, DRAINER_GRPC_PORT)
+    pod = Pod(spec.image, spec.image_pull_policy, spec.tls_secret, command, cfg, ports, d.resources)
+    return [
+        config_map(name, lbl, "drainer.toml", cfg),
+        service(name, lbl, ports),
+        stateful_set(name, lbl, 1, pod, d.storage),
+    ]
+
+
+def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:
+    name, lbl = capture_name(cluster), labels(cluster, "capture")
+    pd = ",".join(spec.etcd_endpoints)
+    command = ["binlog-cdc", "server", "--pd", pd, "--addr", f"0.0.0.0:{CAPTURE_PORT}"]
+    ports = {"http": CAPTURE_PORT}
+    pod = Pod(
+        spec.image,
+        spec.image_pull_policy,
+        spec.tls_secret,
+        command,
+        "",
+        ports,
+        spec.captures.resources,
+    )
+    return [service(name, lbl, ports), stateful_set(name, lbl, spec.captures.replicas, pod)]
+
+
+def _identity(service: str, grpc_port: int) -> list[str]:
+    """Node id = pod name; advertised at the pod's stable DNS name under its headless Service."""
+    advertise = f"$(POD_NAME).{service}.$(NAMESPACE).svc:{grpc_port}"
+    return ["--node-id", "$(POD_NAME)", "--advertise-addr", advertise]

@@ -1,0 +1,48 @@
+"""The operator's own settings, from ``BINLOG_OPERATOR_*`` environment variables (frozen).
+
+Read once at import, because kopf's decorators take the timer interval when the handlers module
+is imported. Every field documents its unit and default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from binlog_operator.spec import DEFAULT_IMAGE
+
+
+@dataclass(frozen=True)
+class Options:
+    image: str = DEFAULT_IMAGE
+    """Image of components whose BinlogCluster names none (``BINLOG_OPERATOR_IMAGE``)."""
+    status_interval: float = 15.0
+    """Seconds between two status refreshes from etcd (``BINLOG_OPERATOR_STATUS_INTERVAL``)."""
+    offline_timeout: float = 600.0
+    """Seconds a scale-down waits for closed pumps to go offline before giving up for this
+    attempt (``BINLOG_OPERATOR_OFFLINE_TIMEOUT``)."""
+    retry_delay: float = 15.0
+    """Seconds before a failed reconcile is retried (``BINLOG_OPERATOR_RETRY_DELAY``)."""
+    etcd_timeout: float = 10.0
+    """Seconds to connect to a cluster's etcd (``BINLOG_OPERATOR_ETCD_TIMEOUT``)."""
+
+
+def from_env(env: Mapping[str, str] = os.environ) -> Options:
+    def num(key: str, default: float) -> float:
+        raw = env.get(f"BINLOG_OPERATOR_{key}")
+        if raw is None:
+            return default
+        value = float(raw)
+        if value <= 0:
+            raise ValueError(f"BINLOG_OPERATOR_{key} must be positive, not {raw!r}")
+        return value
+
+    d = Options()
+    return Options(
+        image=env.get("BINLOG_OPERATOR_IMAGE", d.image),
+        status_interval=num("STATUS_INTERVAL", d.status_interval),
+        offline_timeout=num("OFFLINE_TIMEOUT", d.offline_timeout),
+        retry_delay=num("RETRY_DELAY", d.retry_delay),
+        etcd_timeout=num("ETCD_TIMEOUT", d.etcd_timeout),
+    )

@@ -1,0 +1,157 @@
+"""A BinlogCluster's spec, parsed and validated (pure; no I/O).
+
+Invariant: ``parse`` either returns a ``ClusterSpec`` every manifest builder can use as is, or
+raises one ``SpecError`` listing every problem found, so a bad spec is reported once, clearly,
+and never half-applied. Defaults live here and only here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_IMAGE = "tributary:0.1.0"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_URL = re.compile(r"^https?://[^\s/]+$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
+
+
+class SpecError(ValueError):
+    """The spec cannot be reconciled; retrying will not help until it is edited."""
+
+    retriable = False
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Storage:
+    size: str = "10Gi"
+    storage_class: str | None = None
+
+
+@dataclass(frozen=True)
+class PumpSpec:
+    replicas: int = 3
+    storage: Storage = field(default_factory=Storage)
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DrainerSpec:
+    name: str
+    sink_uri: str
+    storage: Storage = field(default_factory=Storage)
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CaptureSpec:
+    replicas: int = 0
+    resources: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    etcd_endpoints: tuple[str, ...]
+    image: str = DEFAULT_IMAGE
+    image_pull_policy: str = "IfNotPresent"
+    tls_secret: str | None = None
+    pumps: PumpSpec = field(default_factory=PumpSpec)
+    drainers: tuple[DrainerSpec, ...] = ()
+    captures: CaptureSpec = field(default_factory=CaptureSpec)
+
+
+def parse(spec: Mapping[str, Any], default_image: str = DEFAULT_IMAGE) -> ClusterSpec:
+    """The validated spec; raises SpecError naming every problem."""
+    problems: list[str] = []
+    etcd = _map(spec.get("etcd"), "etcd", problems)
+    endpoints = tuple(str(e) for e in etcd.get("endpoints") or ())
+    if not endpoints:
+        problems.append("etcd.endpoints: at least one endpoint is required")
+    problems += [
+        f"etcd.endpoints: {e!r} is not an http(s)://host:port URL"
+        for e in endpoints
+        if not _URL.match(e)
+    ]
+    pumps_raw = _map(spec.get("pumps"), "pumps", problems)
+    pumps = PumpSpec(
+        replicas=_count(pumps_raw.get("replicas", 3), "pumps.replicas", problems),
+        storage=_storage(pumps_raw.get("storage"), "pumps.storage", problems),
+        resources=_map(pumps_raw.get("resources"), "pumps.resources", problems),
+        config=_map(pumps_raw.get("config"), "pumps.config", problems),
+    )
+    drainers = tuple(_drainer(d, i, problems) for i, d in enumerate(spec.get("drainers") or ()))
+    names = [d.name for d in drainers]
+    problems += [
+        f"drainers: name {n!r} is used twice" for n in sorted(set(names)) if names.count(n) > 1
+    ]
+    captures_raw = _map(spec.get("captures"), "captures", problems)
+    captures = CaptureSpec(
+        replicas=_count(captures_raw.get("replicas", 0), "captures.replicas", problems),
+        resources=_map(captures_raw.get("resources"), "captures.resources", problems),
+    )
+    tls = _map(spec.get("tls"), "tls", problems)
+    policy = str(spec.get("imagePullPolicy", "IfNotPresent"))
+    if policy not in ("Always", "IfNotPresent", "Never"):
+        problems.append(f"imagePullPolicy: {policy!r} is not Always, IfNotPresent or Never")
+    if problems:
+        raise SpecError(problems)
+    return ClusterSpec(
+        etcd_endpoints=endpoints,
+        image=str(spec.get("image") or default_image),
+        image_pull_policy=policy,
+        tls_secret=str(tls["secretName"]) if tls.get("secretName") else None,
+        pumps=pumps,
+        drainers=drainers,
+        captures=captures,
+    )
+
+
+def _drainer(raw: object, i: int, problems: list[str]) -> DrainerSpec:
+    where = f"drainers[{i}]"
+    d = _map(raw, where, problems)
+    name = str(d.get("name", ""))
+    if not _DNS_LABEL.match(name) or len(name) > 30:
+        problems.append(f"{where}.name: {name!r} must be a DNS label of at most 30 characters")
+    sink = str(d.get("sinkURI", ""))
+    if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", sink):
+        problems.append(f"{where}.sinkURI: {sink!r} must be a URL such as mysql://user@host:3306/")
+    return DrainerSpec(
+        name=name,
+        sink_uri=sink,
+        storage=_storage(d.get("storage"), f"{where}.storage", problems),
+        resources=_map(d.get("resources"), f"{where}.resources", problems),
+        config=_map(d.get("config"), f"{where}.config", problems),
+    )
+
+
+def _storage(raw: object, where: str, problems: list[str]) -> Storage:
+    s = _map(raw, where, problems)
+    size = str(s.get("size", "10Gi"))
+    if not _QUANTITY.match(size):
+        problems.append(f"{where}.size: {size!r} is not a quantity such as 10Gi")
+    cls = s.get("storageClassName")
+    return Storage(size=size, storage_class=str(cls) if cls else None)
+
+
+def _count(raw: object, where: str, problems: list[str]) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        problems.append(f"{where}: {raw!r} must be a non-negative integer")
+        return 0
+    return raw
+
+
+def _map(raw: object, where: str, problems: list[str]) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: must be an object, not {type(raw).__name__}")
+        return {}
+    return dict(raw)

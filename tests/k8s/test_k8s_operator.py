@@ -1,0 +1,370 @@
+"""The operator against a real kube-apiserver, acting as the chart's service account.
+
+``kubectl apply`` of a BinlogCluster creates its objects, an edit updates them, ``kubectl scale``
+moves the pump StatefulSet; a bad spec and a blocked scale-down are reported on the resource.
+The scale-down test runs real pump processes on loopback (node id = pod name, registered in a
+real etcd) with a real drainer writing into SQLite: the operator closes the removed pumps
+through their HTTP API and shrinks only once the registry shows them offline, and every binlog
+written before the scale-down reaches the downstream. No kubelet runs, so pods stay pending; the
+pumps stand in for them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coord.cluster_id import read_cluster_id
+from coord.etcd import EtcdKv
+from ddlhistory import Action, DdlJob, KvDdlHistory, TableInfo
+from ddlhistory.build import ddl_job
+from pumpclient import PumpsClient
+from registry.registry import NodeRegistry
+from registry.status import NodeKind, NodeState, NodeStatus
+from services.demo.procs import free_port_pair
+from tests.integration.test_drainer_pumps import DB, TABLE, row_value
+from tests.support.etcd import EtcdProcess
+from tests.support.k8s import (
+    REPO,
+    InstalledChart,
+    KubeApiServer,
+    eventually,
+    eventually_async,
+    run_operator,
+)
+from tests.support.pump import PumpProcess, start_pump_process
+from tso.client import TsoClient
+
+pytestmark = [pytest.mark.slow, pytest.mark.etcd]
+FAST = {
+    "BINLOG_OPERATOR_STATUS_INTERVAL": "1",
+    "BINLOG_OPERATOR_RETRY_DELAY": "1",
+    "BINLOG_OPERATOR_OFFLINE_TIMEOUT": "60",
+}
+
+
+def cluster(name: str, etcd: str, pumps: int, **extra: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "etcd": {"endpoints": [etcd]},
+        "image": "tributary:test",
+        "pumps": {"replicas": pumps, "storage": {"size": "1Gi"}},
+        **extra,
+    }
+    return {
+        "apiVersion": "binlog.io/v1alpha1",
+        "kind": "BinlogCluster",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def apply(kube: KubeApiServer, ns: str, obj: dict[str, Any]) -> None:
+    kube.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(obj))
+
+
+def replicas(kube: KubeApiServer, ns: str, sts: str) -> int | None:
+    found = kube.get("statefulset", sts, "-n", ns)
+    return None if found is None else int(found["spec"]["replicas"])
+
+
+def condition(kube: KubeApiServer, ns: str, name: str, type_: str) -> dict[str, Any] | None:
+    bc = kube.get("bc", name, "-n", ns) or {}
+    found = [c for c in bc.get("status", {}).get("conditions", []) if c["type"] == type_]
+    return found[0] if found else None
+
+
+@pytest.fixture
+def namespace(binlog_chart: InstalledChart, request: pytest.FixtureRequest) -> Iterator[str]:
+    ns = request.node.name.replace("_", "-")[:50].strip("-").lower()
+    binlog_chart.kube.kubectl("create", "namespace", ns)
+    yield ns
+
+
+def test_apply_edit_scale_and_report(
+    binlog_chart: InstalledChart, namespace: str, etcd: EtcdProcess, tmp_path: Path
+) -> None:
+    kube, ns = binlog_chart.kube, namespace
+    with run_operator(binlog_chart, ns, tmp_path, FAST) as op:
+        drainer = {"name": "down", "sinkURI": "sqlite:///var/lib/binlog/drainer/down.db"}
+        apply(kube, ns, cluster("c1", etcd.endpoint, 3, drainers=[drainer]))
+        eventually(lambda: replicas(kube, ns, "c1-pump") == 3, "pump StatefulSet with 3")
+        bc = kube.get("bc", "c1", "-n", ns)
+        for kind, name in [
+            ("statefulset", "c1-drainer-down"),
+            ("statefulset", "c1-capture"),
+            ("service", "c1-pump"),
+            ("service", "c1-drainer-down"),
+            ("configmap", "c1-pump"),
+            ("configmap", "c1-drainer-down"),
+        ]:
+            obj = kube.get(kind, name, "-n", ns)
+            assert obj is not None, (kind, name)
+            (owner,) = obj["metadata"]["ownerReferences"]
+            assert owner["uid"] == bc["metadata"]["uid"] and owner["kind"] == "BinlogCluster"
+        pump_toml = kube.get("configmap", "c1-pump", "-n", ns)["data"]["pump.toml"]
+        assert f'pd-urls = "{etcd.endpoint}"' in pump_toml
+
+        # an edit: pump config and a second drainer
+        patch = {
+            "spec": {
+                "pumps": {"config": {"gc": 3}},
+                "drainers": [drainer, {"name": "files", "sinkURI": "file:///x"}],
+            }
+        }
+        kube.kubectl("patch", "bc", "c1", "-n", ns, "--type=merge", "-p", json.dumps(patch))
+        eventually(
+            lambda: "gc = 3" in kube.get("configmap", "c1-pump", "-n", ns)["data"]["pump.toml"],
+            "pump config edited",
+        )
+        eventually(lambda: replicas(kube, ns, "c1-drainer-files") == 1, "second drainer")
+
+        # scale subresource: up, then down (these pumps never ran, so none holds a binlog)
+        kube.kubectl("scale", "bc/c1", "-n", ns, "--replicas=5")
+        eventually(lambda: replicas(kube, ns, "c1-pump") == 5, "scaled up to 5")
+        eventually(
+            lambda: kube.get("bc", "c1", "-n", ns)["status"].get("pumpReplicas") == 5,
+            "status.pumpReplicas 5",
+        )
+        scale = json.loads(
+            kube.kubectl(
+                "get", "--raw", f"/apis/binlog.io/v1alpha1/namespaces/{ns}/binlogclusters/c1/scale"
+            ).stdout
+        )
+        assert scale["spec"]["replicas"] == 5 and scale["status"]["replicas"] == 5
+        assert "app.kubernetes.io/component=pump" in scale["status"]["selector"]
+        kube.kubectl("scale", "bc/c1", "-n", ns, "--replicas=2")
+        eventually(lambda: replicas(kube, ns, "c1-pump") == 2, "scaled down to 2")
+        table = kube.kubectl("get", "bc", "-n", ns).stdout.split()
+        assert table[:5] == ["NAME", "PUMPS", "CURRENT", "READY", "AGE"] and table[5:8] == [
+            "c1",
+            "2",
+            "2",
+        ]
+        # the registry is read: no pump ran, so the cluster is not ready, and says why
+        ready = eventually(lambda: condition(kube, ns, "c1", "Ready"), "Ready condition")
+        assert ready["status"] == "False" and "c1-pump-0" in ready["message"]
+        assert op.proc.poll() is None
+
+
+def test_a_blocked_scale_down_and_a_bad_spec_are_reported(
+    binlog_chart: InstalledChart, namespace: str, etcd: EtcdProcess, tmp_path: Path
+) -> None:
+    kube, ns = binlog_chart.kube, namespace
+    addresses = tmp_path / "pumps.json"
+    addresses.write_text("{}")  # the operator cannot reach any pump
+    env = {**FAST, "BINLOG_OPERATOR_PUMP_ADDRESS_FILE": str(addresses)}
+    with run_operator(binlog_chart, ns, tmp_path, env):
+        apply(kube, ns, cluster("c2", etcd.endpoint, 2))
+        eventually(lambda: replicas(kube, ns, "c2-pump") == 2, "pump StatefulSet with 2")
+        # c2-pump-1 is registered and online (as a running pump would be), but unreachable
+        status = NodeStatus("c2-pump-1", "127.0.0.1:1", NodeState.ONLINE)
+        etcdctl_put(etcd, "/tidb-binlog/v1/pumps/c2-pump-1", status.to_json().decode())
+        kube.kubectl("scale", "bc/c2", "-n", ns, "--replicas=1")
+        degraded = eventually(
+            lambda: (c := condition(kube, ns, "c2", "Degraded")) and c["status"] == "True" and c,
+            "Degraded condition",
+        )
+        assert degraded["reason"] == "ScaleDownFailed"
+        assert "no address for pump" in degraded["message"] and "c2-pump-1" in degraded["message"]
+        assert replicas(kube, ns, "c2-pump") == 2  # left as it was
+        events = kube.get("events", "-n", ns, "--field-selector", "reason=ScaleDownFailed")
+        assert events["items"] and events["items"][0]["type"] == "Warning"
+
+        bad = cluster("c3", etcd.endpoint, 1, drainers=[{"name": "d", "sinkURI": "nowhere"}])
+        apply(kube, ns, bad)
+        invalid = eventually(lambda: condition(kube, ns, "c3", "Degraded"), "InvalidSpec")
+        assert invalid["reason"] == "InvalidSpec" and "drainers[0].sinkURI" in invalid["message"]
+        assert replicas(kube, ns, "c3-pump") is None  # nothing half-applied
+        kube.kubectl("delete", "bc", "c3", "-n", ns, "--wait=false")  # no pumps: nothing blocks
+        eventually(lambda: kube.get("bc", "c3", "-n", ns) is None, "c3 deleted")
+
+        # deletion is blocked too while the pump cannot be closed; the escape hatch releases it
+        kube.kubectl("delete", "bc", "c2", "-n", ns, "--wait=false")
+        blocked = eventually(
+            lambda: kube.get("events", "-n", ns, "--field-selector", "reason=TeardownBlocked")[
+                "items"
+            ],
+            "TeardownBlocked event",
+        )
+        assert "c2-pump-1" in blocked[0]["message"]
+        assert kube.get("bc", "c2", "-n", ns) is not None
+        kube.kubectl("annotate", "bc", "c2", "-n", ns, "binlog.io/skip-pump-offline=true")
+        eventually(lambda: kube.get("bc", "c2", "-n", ns) is None, "c2 deleted")
+
+
+def etcdctl_put(etcd: EtcdProcess, key: str, value: str) -> None:
+    etcdctl = Path(sys.executable).parent / "etcdctl"
+    subprocess.run(
+        [str(etcdctl), f"--endpoints={etcd.endpoint}", "put", key, value],
+        check=True,
+        capture_output=True,
+    )
+
+
+def start_drainer(root: Path, etcd: str, node_id: str, db: Path) -> subprocess.Popen[bytes]:
+    port = free_port_pair()
+    log = open(root / f"{node_id}.log", "ab")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "services.drainer",
+            "--addr",
+            f"127.0.0.1:{port}",
+            "--status-addr",
+            f"127.0.0.1:{port + 1}",
+            "--data-dir",
+            str(root / node_id),
+            "--pd-urls",
+            etcd,
+            "--node-id",
+            node_id,
+            "--syncer-sink-uri",
+            f"sqlite://{db}",
+            "--checkpoint-interval",
+            "0.3",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+    )
+    log.close()
+    return proc
+
+
+def _job(
+    job_id: int, action: Action, version: int, *, table: TableInfo | None, query: str
+) -> DdlJob:
+    return ddl_job(job_id, action, version, DB, table, query)
+
+
+def downstream_ids(db: Path) -> set[int]:
+    if not db.exists():
+        return set()
+    try:
+        with sqlite3.connect(db) as conn:
+            return {r[0] for r in conn.execute('SELECT id FROM "merge__t"')}
+    except sqlite3.OperationalError:
+        return set()  # the table is not there yet
+
+
+@pytest.mark.timeout(400)
+async def test_scale_down_closes_real_pumps_first_and_loses_no_binlog(
+    binlog_chart: InstalledChart, namespace: str, etcd: EtcdProcess, tmp_path: Path
+) -> None:
+    kube, ns = binlog_chart.kube, namespace
+    pumps: list[PumpProcess] = []
+    drainer = None
+    try:
+        for i in range(3):
+            (tmp_path / f"p{i}").mkdir()
+            pumps.append(
+                start_pump_process(
+                    tmp_path / f"p{i}",
+                    etcd.endpoint,
+                    "--node-id",
+                    f"c4-pump-{i}",
+                    "--gen-binlog-interval",
+                    "0.5",
+                )
+            )
+        addresses = tmp_path / "pumps.json"
+        addresses.write_text(
+            json.dumps(
+                {f"{ns}/c4-pump-{i}": f"127.0.0.1:{p.http_port}" for i, p in enumerate(pumps)}
+            )
+        )
+        db = tmp_path / "down.db"
+        drainer = start_drainer(tmp_path, etcd.endpoint, "c4-drainer-down-0", db)
+        env = {**FAST, "BINLOG_OPERATOR_PUMP_ADDRESS_FILE": str(addresses)}
+        with run_operator(binlog_chart, ns, tmp_path, env):
+            spec = cluster(
+                "c4", etcd.endpoint, 3, drainers=[{"name": "down", "sinkURI": "sqlite:///d.db"}]
+            )
+            apply(kube, ns, spec)
+            await eventually_async(lambda: replicas(kube, ns, "c4-pump") == 3, "3 pumps")
+            ready = await eventually_async(
+                lambda: (c := condition(kube, ns, "c4", "Ready")) and c["status"] == "True" and c,
+                "Ready with the real pumps and drainer",
+            )
+            assert ready["reason"] == "AllOnline"
+            status = kube.get("bc", "c4", "-n", ns)["status"]
+            assert [(p["nodeId"], p["state"]) for p in status["pumps"]] == [
+                (f"c4-pump-{i}", "online") for i in range(3)
+            ]
+            assert [d["nodeId"] for d in status["drainers"]] == ["c4-drainer-down-0"]
+
+            async with EtcdKv.connect([etcd.endpoint]) as kv:
+                cluster_id = await read_cluster_id(kv)
+                history = KvDdlHistory(kv)
+                assert cluster_id is not None
+                async with (
+                    TsoClient(kv, cluster_id) as tso,
+                    PumpsClient(kv, cluster_id, commit_timeout=60.0) as client,
+                ):
+
+                    async def commit(value: bytes, **ddl: Any) -> int:
+                        start = await tso.get_ts()
+                        await client.prewrite(start, value, b"k", **ddl)
+                        ts = await tso.get_ts()
+                        await client.commit(start, ts)
+                        return ts
+
+                    async def ddl(job_id: int, action: Action, query: str) -> int:
+                        table = TABLE if action is Action.CREATE_TABLE else None
+                        job = await history.append_job(
+                            partial(_job, job_id, action, table=table, query=query)
+                        )
+                        await commit(b"", ddl_query=query.encode(), ddl_job_id=job_id)
+                        return job.schema_version
+
+                    await ddl(1, Action.CREATE_SCHEMA, "CREATE DATABASE merge")
+                    version = await ddl(2, Action.CREATE_TABLE, "CREATE TABLE t (id BIGINT)")
+                    written = set(range(1, 61))
+                    for rid in sorted(written):
+                        await commit(row_value(version, rid))
+                    used = {p.node_id for p in await NodeRegistry(kv).list(NodeKind.PUMP)}
+                    assert used == {"c4-pump-0", "c4-pump-1", "c4-pump-2"}
+
+                    kube.kubectl("scale", "bc/c4", "-n", ns, "--replicas=1")
+                    await eventually_async(
+                        lambda: replicas(kube, ns, "c4-pump") == 1, "shrunk to 1", within=120
+                    )
+                    # the shrink came after the removed pumps went offline, and they exited
+                    registry = NodeRegistry(kv)
+                    for i in (1, 2):
+                        status = await registry.get(NodeKind.PUMP, f"c4-pump-{i}")
+                        assert status is not None and status.state is NodeState.OFFLINE
+                        assert pumps[i].proc.wait(30) == 0
+                    status = await registry.get(NodeKind.PUMP, "c4-pump-0")
+                    assert status is not None and status.state is NodeState.ONLINE
+
+                    # nothing written before the scale-down is missing downstream
+                    await eventually_async(
+                        lambda: downstream_ids(db) >= written, "every row downstream", within=120
+                    )
+                    # and writes go on through the remaining pump
+                    await commit(row_value(version, 1000))
+                    await eventually_async(lambda: 1000 in downstream_ids(db), "a later row")
+
+            # deleting the cluster takes the last pump offline before it goes
+            kube.kubectl("delete", "bc", "c4", "-n", ns, "--wait=false")
+            await eventually_async(
+                lambda: kube.get("bc", "c4", "-n", ns) is None, "c4 deleted", within=120
+            )
+            assert pumps[0].proc.wait(30) == 0
+    finally:
+        for p in pumps:
+            if p.proc.poll() is None:
+                p.kill()
+        if drainer is not None:
+            drainer.terminate()
+            drainer.wait(30)
