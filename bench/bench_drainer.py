@@ -10,7 +10,9 @@ them downstream itself.
    in transactions of 100 inserted rows. The drainer then starts (consistent mode) and the
    clock runs from its spawn until the downstream checkpoint passes the last transaction.
    Baseline, same run: the same number of rows loaded into a fresh table of the same shape by
-   one client with 1000-row ``INSERT`` statements.
+   one client with 1000-row ``INSERT`` statements. Also reported: the drainer's CPU seconds
+   (user + system, from its start to that checkpoint) and rows per CPU second, the figure to
+   compare across runs on a shared machine, where wall-clock rates follow the other load.
 2. Latency: with the drainer caught up, single-row transactions at a steady ``--rate`` per
    second for ``--seconds``; a transaction is visible once the downstream checkpoint (written
    in the same downstream transaction as its rows) reaches its commit ts. Reported: p50/p99 of
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import tempfile
@@ -275,6 +278,21 @@ async def steady(up: Upstream, conn: Any, rate: float, seconds: float) -> list[f
     return [visible[ts] - committed[ts] for ts in committed]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and of its live children (a decoding pool)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # the process exited meanwhile
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(stat.parent.name) == pid or int(fields[1]) == pid:  # fields[1]: ppid
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -313,6 +331,7 @@ async def measure(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any],
                     try:
                         await wait_checkpoint(conn, up.last_commit, args.timeout)
                         elapsed = time.perf_counter() - t0
+                        cpu = cpu_seconds(drainer.child.pid)
                         latencies = await steady(up, conn, args.rate, args.seconds)
                     finally:
                         conn.close()
@@ -327,6 +346,8 @@ async def measure(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any],
         "baseline_multirow_insert_rows_per_s": round(base_rate),
         "ratio_to_baseline": round(rows_per_s / base_rate, 3),
         "drainer_peak_rss_mib": round(rss, 1),
+        "drainer_cpu_s": round(cpu, 1),
+        "drainer_rows_per_cpu_s": round(args.rows / cpu),
         "target_rows_per_s": 30000,
         "target_ratio": 0.5,
     }

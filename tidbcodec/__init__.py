@@ -9,7 +9,8 @@ drainer uses it to read them back. Layers, bottom up:
   for TiDB's JSON text);
 * :mod:`~tidbcodec.datum`: flagged datums, EncodeValue / EncodeKey / DecodeOne;
 * :mod:`~tidbcodec.row`: the old row format and the inserted / updated /
-  deleted row layouts of a binlog;
+  deleted row layouts of a binlog; :mod:`~tidbcodec.rowdecoder` decodes them
+  in one pass per row with converters compiled per table (the drainer's path);
 * :mod:`~tidbcodec.convert` / :mod:`~tidbcodec.unflatten`: Python values <->
   datums by MySQL column type (:mod:`~tidbcodec.mysqltypes`).
 

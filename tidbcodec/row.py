@@ -55,21 +55,21 @@ def _iter_pairs(data: bytes, pos: int) -> Iterable[tuple[int, Datum]]:
             raise DecodeError(f"row is corrupt: column ID is {col!r}")
 
 
-def _reject_new_format(data: bytes, pos: int) -> None:
+def reject_new_format(data: bytes, pos: int) -> None:
     if pos < len(data) and data[pos] == _NEW_ROW_FORMAT:
         raise DecodeError("row uses the new row format (rowcodec v2), not the old one")
 
 
-def _is_empty_row(data: bytes, pos: int) -> bool:
+def is_empty_row(data: bytes, pos: int) -> bool:
     """True when the row at ``pos`` is empty (nothing, or a lone NilFlag)."""
-    _reject_new_format(data, pos)
+    reject_new_format(data, pos)
     return pos >= len(data) or (data[pos] == NIL_FLAG and pos + 1 == len(data))
 
 
 def decode_old_row(data: bytes, pos: int = 0) -> dict[int, Datum]:
     """Decode an old-format row from ``pos`` to the end of ``data``."""
     row: dict[int, Datum] = {}
-    if _is_empty_row(data, pos):
+    if is_empty_row(data, pos):
         return row
     for col_id, value in _iter_pairs(data, pos):
         if col_id in row:
@@ -104,7 +104,7 @@ def decode_updated_row(data: bytes) -> tuple[dict[int, Datum], dict[int, Datum]]
         if data.strip(bytes((NIL_FLAG,))):
             raise DecodeError("updated row is corrupt: empty old row before values")
         return old, new
-    _reject_new_format(data, 0)
+    reject_new_format(data, 0)
     for col_id, value in _iter_pairs(data, 0):
         if col_id not in old:
             old[col_id] = value

@@ -59,10 +59,11 @@ def _int32(v: int) -> int:
     return v - (1 << 32) if v & 0x80000000 else v
 
 
-def _fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | bytes]]:
+def _fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | slice]]:
     """(field number, wire type, value) of each field in ``buf[pos:end]``; a length-delimited
-    value is its bytes, a varint its int; fixed-width fields are skipped (none expected)."""
-    out: list[tuple[int, int, int | bytes]] = []
+    value is where it lies in ``buf`` (nothing is copied until a field is used), a varint its
+    int; fixed-width fields are skipped (none expected)."""
+    out: list[tuple[int, int, int | slice]] = []
     while pos < end:
         key, pos = _varint(buf, pos, end)
         number, wire = key >> 3, key & 7
@@ -76,7 +77,7 @@ def _fields(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int | bytes]
             stop = pos + length
             if stop > end:
                 raise MalformedMessage(f"field {number} runs past the end")
-            out.append((number, 2, buf[pos:stop]))
+            out.append((number, 2, slice(pos, stop)))
             pos = stop
         elif wire in (1, 5):
             pos += 8 if wire == 1 else 4
@@ -97,16 +98,20 @@ def _varints(data: bytes) -> list[int]:
     return out
 
 
-def _scalar(number: int, wire: int, value: int | bytes) -> int:
+def _scalar(number: int, wire: int, value: int | slice) -> int:
     if wire != 0 or not isinstance(value, int):
         raise MalformedMessage(f"field {number} should be a varint")
     return value
 
 
-def _bytes(number: int, wire: int, value: int | bytes) -> bytes:
-    if wire != 2 or not isinstance(value, bytes):
+def _span(number: int, wire: int, value: int | slice) -> slice:
+    if wire != 2 or not isinstance(value, slice):
         raise MalformedMessage(f"field {number} should be length-delimited")
     return value
+
+
+def _bytes(buf: bytes, number: int, wire: int, value: int | slice) -> bytes:
+    return buf[_span(number, wire, value)]
 
 
 def parse_binlog(buf: bytes) -> BinlogView:
@@ -119,11 +124,11 @@ def parse_binlog(buf: bytes) -> BinlogView:
         elif number == 3:
             b.commit_ts = _int64(_scalar(number, wire, value))
         elif number == 4:
-            b.prewrite_key = _bytes(number, wire, value)
+            b.prewrite_key = _bytes(buf, number, wire, value)
         elif number == 5:
-            b.prewrite_value = _bytes(number, wire, value)
+            b.prewrite_value = _bytes(buf, number, wire, value)
         elif number == 6:
-            b.ddl_query = _bytes(number, wire, value)
+            b.ddl_query = _bytes(buf, number, wire, value)
         elif number == 7:
             b.ddl_job_id = _int64(_scalar(number, wire, value))
         elif number == 8:
@@ -131,32 +136,59 @@ def parse_binlog(buf: bytes) -> BinlogView:
     return b
 
 
-def _repeated_ints(into: list[int], wire: int, value: int | bytes, *, int32: bool) -> None:
-    """One element (unpacked) or a packed run of them."""
-    if wire == 2 and isinstance(value, bytes):
-        items = _varints(value)
-    else:
-        items = [_scalar(0, wire, value)]
-    into.extend(_int32(v) if int32 else _int64(v) for v in items)
+def _repeated_ints(into: list[int], number: int, value: int | bytes) -> None:
+    """One element (unpacked) or a packed run of them: field 4 int64, field 7 int32."""
+    items = _varints(value) if isinstance(value, bytes) else [value]
+    into.extend(_int32(v) if number == 7 else _int64(v) for v in items)
 
 
-def _mutation(data: bytes) -> TableMutationView:
+def _mutation(buf: bytes, pos: int, end: int) -> TableMutationView:
+    """One TableMutation: the hot message (a field per row), so its fields are read inline."""
     m = TableMutationView()
-    for number, wire, value in _fields(data, 0, len(data)):
-        if number == 1:
-            m.table_id = _int64(_scalar(number, wire, value))
-        elif number == 2:
-            m.inserted_rows.append(_bytes(number, wire, value))
-        elif number == 3:
-            m.updated_rows.append(_bytes(number, wire, value))
-        elif number == 4:
-            _repeated_ints(m.deleted_ids, wire, value, int32=False)
-        elif number == 5:
-            m.deleted_pks.append(_bytes(number, wire, value))
-        elif number == 6:
-            m.deleted_rows.append(_bytes(number, wire, value))
-        elif number == 7:
-            _repeated_ints(m.sequence, wire, value, int32=True)
+    rows = {2: m.inserted_rows, 3: m.updated_rows, 5: m.deleted_pks, 6: m.deleted_rows}
+    while pos < end:
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos, end)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise MalformedMessage("field number 0")
+        if wire == 2:
+            size = buf[pos] if pos < end else 0x80
+            if size < 0x80:
+                pos += 1
+            elif end - pos >= 2 and buf[pos + 1] < 0x80:  # a row of 128 B to 16 KiB
+                size = (size & 0x7F) | buf[pos + 1] << 7
+                pos += 2
+            else:
+                size, pos = _varint(buf, pos, end)
+            stop = pos + size
+            if stop > end:
+                raise MalformedMessage(f"field {number} runs past the end")
+            into = rows.get(number)
+            if into is not None:
+                into.append(buf[pos:stop])
+            elif number in (4, 7):
+                _repeated_ints(m.deleted_ids if number == 4 else m.sequence, number, buf[pos:stop])
+            elif number == 1:
+                raise MalformedMessage(f"field {number} should be a varint")
+            pos = stop
+        elif wire == 0:
+            value, pos = _varint(buf, pos, end)
+            if number == 1:
+                m.table_id = _int64(value)
+            elif number in (4, 7):
+                _repeated_ints(m.deleted_ids if number == 4 else m.sequence, number, value)
+            elif number in rows:
+                raise MalformedMessage(f"field {number} should be length-delimited")
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+            if pos > end:
+                raise MalformedMessage(f"field {number} runs past the end")
+        else:
+            raise MalformedMessage(f"unsupported wire type {wire} for field {number}")
     return m
 
 
@@ -166,7 +198,8 @@ def parse_prewrite_value(buf: bytes) -> PrewriteValueView:
         if number == 1:
             pv.schema_version = _int64(_scalar(number, wire, value))
         elif number == 2:
-            pv.mutations.append(_mutation(_bytes(number, wire, value)))
+            span = _span(number, wire, value)
+            pv.mutations.append(_mutation(buf, span.start, span.stop))
     return pv
 
 
@@ -194,13 +227,13 @@ def parse_pull_response(buf: bytes) -> PullBinlogRespView:
     for number, wire, value in _fields(buf, 0, len(buf)):
         if number != 1:
             continue
-        data = _bytes(number, wire, value)
-        for n, w, v in _fields(data, 0, len(data)):
+        entity = _span(number, wire, value)
+        for n, w, v in _fields(buf, entity.start, entity.stop):
             if n == 2:
-                resp.entity.payload = _bytes(n, w, v)
+                resp.entity.payload = _bytes(buf, n, w, v)
             elif n == 4:
-                meta = _bytes(n, w, v)
-                for mn, mw, mv in _fields(meta, 0, len(meta)):
+                meta = _span(n, w, v)
+                for mn, mw, mv in _fields(buf, meta.start, meta.stop):
                     if mn == 1:
                         resp.entity.meta.start_ts = _int64(_scalar(mn, mw, mv))
                     elif mn == 2:

@@ -18,13 +18,15 @@ dropped (``is_truncated``), as tidb-binlog does.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ddlhistory import NOT_REPLICATED, TABLE_CHANGES, Action, DbInfo, DdlJob
 from ddlhistory import TableInfo as TidbTable
 from services.drainer.errors import DrainerError
+from services.drainer.rowvalues import Decoder, row_decoder
 from sinks.model import TableInfo
 from tidbcodec import ColumnType
 
@@ -57,10 +59,22 @@ class TrackedTable:
     sink: TableInfo
     columns: Mapping[int, DecodeColumn]  # public, non-generated columns by id, in table order
     handle: tuple[DecodeColumn | None, ...]  # what each handle datum of an inserted row fills
+    _decoders: dict[dt.tzinfo, Decoder] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def id(self) -> int:
         return self.info.id
+
+    def decoder(self, tz: dt.tzinfo) -> Decoder:
+        """The compiled decoder of this version's rows, values shown in ``tz`` (built once)."""
+        decoder = self._decoders.get(tz)
+        if decoder is None:
+            columns = [(c.id, c.name, c.ft) for c in self.columns.values()]
+            handle = [None if c is None else (c.id, c.name, c.ft) for c in self.handle]
+            decoder = self._decoders[tz] = row_decoder(columns, handle, tz)
+        return decoder
 
     @classmethod
     def build(cls, schema: str, info: TidbTable) -> TrackedTable:

@@ -14,43 +14,25 @@
 
 Invariant: the Txn is built whole or not at all: bad input raises a ``DrainerError`` naming
 the commit ts (``UndecodableBinlog``, ``UnknownTable``, ``SchemaError``, ``DdlJobMissing``).
-Row values, as tidb-binlog's translator (``formatData``) sends them but ENUM/SET by name:
-integers, BIT and YEAR as int; FLOAT/DOUBLE float; DECIMAL its text with the scale kept
-(``'1.50'``); strings str, binary strings bytes; DATE ``'2024-02-29'``, DATETIME/TIMESTAMP
-``'2024-02-29 10:00:00.500'`` (as many fraction digits as the column's fsp; TIMESTAMP shown
-in ``tz``); TIME ``'-838:59:59'``; ENUM the member's name; SET the members in definition
-order, comma separated; JSON TiDB's text (``{"a": 1}``).
+Rows are decoded by each table version's compiled decoder (``TrackedTable.decoder``), values
+as ``services.drainer.rowvalues`` describes (tidb-binlog's ``formatData``, ENUM/SET by name).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import decimal
 import logging
 from collections.abc import Callable, Iterator
-from typing import TypeVar, cast
+from typing import NoReturn, TypeVar
 
 from ddlhistory import Action, DdlHistory, DdlHistoryError, DdlJob, SchemaState
 from services.drainer.errors import DrainerError
 from services.drainer.item import PulledBinlogItem
-from services.drainer.schema import DecodeColumn, SchemaError, SchemaTracker, TrackedTable
-from sinks.model import Ddl, RowChange, SqlValue, Txn
-from tidbcodec import (
-    CodecError,
-    CoreTime,
-    Datum,
-    DecodeError,
-    JsonNull,
-    JsonValue,
-    decode_deleted_row,
-    decode_inserted_row,
-    decode_updated_row,
-    from_datum,
-)
-from tidbcodec import mysqltypes as mt
-from tidbcodec.enumset import set_to_str
-from tidbcodec.json_text import to_text
+from services.drainer.rowvalues import Decoder
+from services.drainer.schema import SchemaError, SchemaTracker, TrackedTable
+from sinks.model import Ddl, RowChange, RowKind, TableInfo, Txn
+from tidbcodec import CodecError, DecodeError
 from wire.binlog import MutationType
 from wire.views import (
     BinlogView,
@@ -65,6 +47,7 @@ log = logging.getLogger(__name__)
 
 UTC = dt.UTC
 _INSERT, _UPDATE, _DELETE = MutationType.Insert, MutationType.Update, MutationType.DeleteRow
+_INS, _UPD, _DEL = RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE
 _NAMES = {_INSERT: "insert", _UPDATE: "update", _DELETE: "delete"}
 _View = TypeVar("_View", BinlogView, PrewriteValueView)
 
@@ -174,16 +157,23 @@ async def _dml_txn(
     ts = item.commit_ts
     with _at(ts, "prewrite value"):
         pv = _parse(parse_prewrite_value, binlog.prewrite_value, "PrewriteValue")
-        await _catch_up(schema, history, pv.schema_version)
+        if pv.schema_version > schema.version:
+            await _catch_up(schema, history, pv.schema_version)
     rows: list[RowChange] = []
     for mut in pv.mutations:
         if schema.is_truncated(mut.table_id):
             log.debug("dropping rows of truncated table %d at commit ts %d", mut.table_id, ts)
             continue
-        with _at(ts, f"table id {mut.table_id}"):
+        try:
             table = schema.table_at(mut.table_id, pv.schema_version)
-        with _at(ts, f"table {table.sink.qualified} (id {table.id})"):
+        except SchemaError as e:
+            where = f"binlog at commit ts {ts}: table id {mut.table_id}"
+            raise type(e)(f"{where}: {e}", retriable=e.retriable) from e
+        try:
             rows.extend(_mutation_rows(mut, table, tz))
+        except CodecError as e:
+            what = f"table {table.sink.qualified} (id {table.id})"
+            raise UndecodableBinlog(f"binlog at commit ts {ts}: {what}: {e}") from e
     try:
         return Txn(ts, item.start_ts, rows=tuple(rows), schema_version=pv.schema_version)
     except ValueError as e:
@@ -191,80 +181,57 @@ async def _dml_txn(
 
 
 def _mutation_rows(mut: TableMutationView, table: TrackedTable, tz: dt.tzinfo) -> list[RowChange]:
+    """The mutation's rows in ``sequence`` order; DecodeError naming the row that is bad."""
     if mut.deleted_ids or mut.deleted_pks:
         raise DecodeError("obsolete deleted_ids/deleted_pks rows are not supported")
+    decoder, sink = table.decoder(tz), table.sink
+    inserted, updated, deleted = mut.inserted_rows, mut.updated_rows, mut.deleted_rows
+    seq = mut.sequence
+    counts = (seq.count(_INSERT), seq.count(_UPDATE), seq.count(_DELETE))
+    if counts != (len(inserted), len(updated), len(deleted)) or sum(counts) != len(seq):
+        _check_sequence(mut)
+    try:
+        if len(inserted) == len(seq):
+            return [RowChange(_INS, sink, decoder.inserted(r)) for r in inserted]
+        streams = {_INSERT: iter(inserted), _UPDATE: iter(updated), _DELETE: iter(deleted)}
+        return [_row_change(kind, next(streams[kind]), decoder, sink) for kind in seq]
+    except CodecError:
+        _check_rows(mut, decoder)  # finds the bad row and names it
+        raise
+
+
+def _check_sequence(mut: TableMutationView) -> NoReturn:
+    """Raises the DecodeError saying how ``sequence`` disagrees with the rows."""
     lists = {_INSERT: mut.inserted_rows, _UPDATE: mut.updated_rows, _DELETE: mut.deleted_rows}
     used = dict.fromkeys(lists, 0)
-    out = []
     for i, kind in enumerate(mut.sequence):
         rows = lists.get(kind)
         if rows is None:
             raise DecodeError(f"sequence[{i}] is mutation type {int(kind)}, not supported")
         if used[kind] == len(rows):
             raise DecodeError(f"sequence[{i}] wants {_NAMES[kind]} row {used[kind]}: none left")
+        used[kind] += 1
+    unread = {_NAMES[k]: len(lists[k]) - n for k, n in used.items() if n != len(lists[k])}
+    raise DecodeError(f"rows missing from the sequence: {unread}")
+
+
+def _check_rows(mut: TableMutationView, decoder: Decoder) -> None:
+    """Decode the rows one by one in ``sequence`` order: the first that fails raises, named."""
+    lists = {_INSERT: mut.inserted_rows, _UPDATE: mut.updated_rows, _DELETE: mut.deleted_rows}
+    used = dict.fromkeys(lists, 0)
+    decode = {_INSERT: decoder.inserted, _UPDATE: decoder.updated, _DELETE: decoder.deleted}
+    for kind in mut.sequence:
         try:
-            out.append(_row_change(kind, rows[used[kind]], table, tz))
+            decode[kind](lists[kind][used[kind]])
         except CodecError as e:
             raise DecodeError(f"{_NAMES[kind]} row {used[kind]}: {e}") from e
         used[kind] += 1
-    unread = {_NAMES[k]: len(lists[k]) - n for k, n in used.items() if n != len(lists[k])}
-    if unread:
-        raise DecodeError(f"rows missing from the sequence: {unread}")
-    return out
 
 
-def _row_change(kind: int, row: bytes, table: TrackedTable, tz: dt.tzinfo) -> RowChange:
+def _row_change(kind: int, row: bytes, decoder: Decoder, sink: TableInfo) -> RowChange:
     if kind == _INSERT:
-        handle, cols = decode_inserted_row(row, len(table.handle))
-        for col, datum in zip(table.handle, handle, strict=True):
-            if col is not None and col.id not in cols:
-                cols[col.id] = datum
-        return RowChange.insert(table.sink, _values(table, cols, tz))
+        return RowChange(_INS, sink, decoder.inserted(row))
     if kind == _UPDATE:
-        old, new = decode_updated_row(row)
-        return RowChange.update(table.sink, _values(table, old, tz), _values(table, new, tz))
-    return RowChange.delete(table.sink, _values(table, decode_deleted_row(row), tz))
-
-
-def _values(table: TrackedTable, cols: dict[int, Datum], tz: dt.tzinfo) -> dict[str, SqlValue]:
-    return {c.name: _value(cols[c.id], c, tz) for c in table.columns.values() if c.id in cols}
-
-
-def _value(datum: Datum, col: DecodeColumn, tz: dt.tzinfo) -> SqlValue:
-    v = from_datum(datum, col.ft, tz)
-    tp = col.ft.tp
-    if v is None:
-        return None
-    if tp in mt.TIME_TYPES:
-        return _time_text(v, col.ft)
-    if tp == mt.TYPE_DURATION and isinstance(v, dt.timedelta):
-        return _duration_text(v, col.ft.fsp)
-    if tp == mt.TYPE_SET and isinstance(v, frozenset):
-        return set_to_str(col.ft.elems, v)
-    if tp == mt.TYPE_JSON:
-        return to_text(None if isinstance(v, JsonNull) else cast(JsonValue, v))
-    if isinstance(v, decimal.Decimal):
-        return format(v, "f")
-    if isinstance(v, int | float | str | bytes):
-        return v
-    raise DecodeError(f"column {col.name} of type {tp}: cannot send {v!r} downstream")
-
-
-def _time_text(v: object, ft: mt.ColumnType) -> str:
-    if isinstance(v, dt.date):
-        v = CoreTime.from_python(v)
-    if not isinstance(v, CoreTime):
-        raise DecodeError(f"column type {ft.tp}: {v!r} is not a time")
-    text = f"{v.year:04d}-{v.month:02d}-{v.day:02d}"
-    if ft.tp in (mt.TYPE_DATE, mt.TYPE_NEWDATE):
-        return text
-    text += f" {v.hour:02d}:{v.minute:02d}:{v.second:02d}"
-    return text + (f".{v.microsecond:06d}"[: ft.fsp + 1] if ft.fsp else "")
-
-
-def _duration_text(v: dt.timedelta, fsp: int) -> str:
-    micros = (v.days * 86_400 + v.seconds) * 1_000_000 + v.microseconds
-    sign, micros = ("-" if micros < 0 else ""), abs(micros)
-    seconds, frac = divmod(micros, 1_000_000)
-    text = f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-    return text + (f".{frac:06d}"[: fsp + 1] if fsp else "")
+        old, new = decoder.updated(row)
+        return RowChange(_UPD, sink, new, old)
+    return RowChange(_DEL, sink, decoder.deleted(row))

@@ -377,6 +377,20 @@ async def test_an_undecodable_row_names_the_commit_ts_and_the_table(
         await to_txn(dml(500, 3, good, mutation(40, *rows)), schema, history)
 
 
+async def test_the_bad_row_is_named_by_its_place_among_rows_of_its_kind() -> None:
+    history, schema = await history_with(*BASE), SchemaTracker()
+    row = insert(T1, {"id": 1, "a": 1})
+    gone = encode_deleted_row(cols_of(T1, {"id": 2, "a": 2}))
+    bad = encode_inserted_row([IntDatum(9)], [(2, BytesDatum(b"x"))])  # bytes in an int column
+    mixed = mutation(40, (INS, row), (DEL, gone), (INS, row), (DEL, gone), (INS, bad))
+    with pytest.raises(UndecodableBinlog, match=r"table shop.t .id 40.: insert row 2: column"):
+        await to_txn(dml(630, 3, mixed), schema, history)
+    changed = encode_updated_row(cols_of(T1, {"id": 1, "a": 1}), cols_of(T1, {"id": 1, "a": 2}))
+    updates = mutation(40, (UPD, changed), (UPD, changed), (UPD, changed[:-1]))
+    with pytest.raises(UndecodableBinlog, match=r"update row 2: "):
+        await to_txn(dml(640, 3, updates), schema, history)
+
+
 async def test_a_malformed_mutation_or_payload_is_undecodable() -> None:
     history, schema = await history_with(*BASE), SchemaTracker()
     row = insert(T1, {"id": 1, "a": 1})

@@ -4,7 +4,7 @@ malformed bytes."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wire.binlog import (
@@ -126,3 +126,13 @@ def test_pull_responses_read_like_betterproto(resp: PullBinlogResp) -> None:
         resp.entity.meta.start_ts,
         resp.entity.meta.commit_ts,
     )
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.lists(st.binary(min_size=100, max_size=20000), min_size=1, max_size=3), kinds)
+def test_rows_of_every_length_read_like_betterproto(rows: list[bytes], kind: MutationType) -> None:
+    # Row lengths take one, two or three varint bytes.
+    m = TableMutation(table_id=5, inserted_rows=rows, deleted_rows=rows[::-1], sequence=[kind])
+    view = parse_prewrite_value(bytes(PrewriteValue(schema_version=1, mutations=[m])))
+    assert view.mutations[0].inserted_rows == rows
+    assert view.mutations[0].deleted_rows == rows[::-1]
