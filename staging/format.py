@@ -84,6 +84,7 @@ class StagedTable:
     primary_key: tuple[str, ...]
     directory: str  # relative to the range directory
     rows: int = 0
+    deletes: int | None = None  # staged ``D`` rows (None: not recorded, as in older ranges)
 
     @property
     def qualified(self) -> str:
@@ -101,6 +102,7 @@ class StagedTable:
             "primary_key": list(self.primary_key),
             "directory": self.directory,
             "rows": self.rows,
+            "deletes": self.deletes,
         }
 
     @classmethod
@@ -112,6 +114,7 @@ class StagedTable:
             tuple(d["primary_key"]),
             d["directory"],
             int(d["rows"]),
+            None if d.get("deletes") is None else int(d["deletes"]),
         )
 
 

@@ -74,6 +74,18 @@ CONVERT: dict[str, Callable[[SqlValue], object]] = {
 }
 
 
+def _column(
+    values: list[object], kind: pa.DataType, convert: Callable[[SqlValue], object]
+) -> pa.Array:
+    """``values`` as an Arrow array of ``kind``: in one call when Arrow takes them as they are
+    (the usual case: ints, floats, text, bytes), else converted one by one first (``CONVERT``:
+    an integer for a text column, a Decimal for a float one, BIT as an integer, ...)."""
+    try:
+        return pa.array(values, type=kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return pa.array([convert(v) for v in values], type=kind)  # type: ignore[arg-type]
+
+
 class _TableBuffer:
     def __init__(self, info: TableInfo, root: Path) -> None:
         if not info.primary_key:
@@ -93,17 +105,24 @@ class _TableBuffer:
             [(COMMIT_TS, pa.int64()), (SEQ, pa.int64()), (OP, pa.string())]
             + [(c.name, ARROW_TYPES[c.kind]) for c in self.columns]
         )
-        self.meta: list[list[object]] = [[], [], []]
-        self.values: list[list[object]] = [[] for _ in self.columns]
+        self.meta_converters: list[Callable[[SqlValue], object]] = [_as_int, _as_int, _as_str]
+        self.meta: list[list[object]] = []
+        self.values: list[list[object]] = []
+        self.by_name: list[tuple[str, list[object]]] = []
+        self._reset()
         self.rows = 0
+        self.deletes = 0
         self.files = 0
 
     def add(self, commit_ts: int, seq: int, op: str, row: Row) -> None:
         self.meta[0].append(commit_ts)
         self.meta[1].append(seq)
         self.meta[2].append(op)
-        for col, conv, out in zip(self.columns, self.converters, self.values, strict=True):
-            out.append(conv(row.get(col.name)))
+        if op == OP_DELETE:
+            self.deletes += 1
+        get = row.get
+        for name, out in self.by_name:
+            out.append(get(name))
 
     @property
     def buffered(self) -> int:
@@ -112,21 +131,30 @@ class _TableBuffer:
     def flush(self) -> None:
         if not self.buffered:
             return
-        arrays = [
-            pa.array(a, type=f.type)
-            for a, f in zip(self.meta + self.values, self.schema, strict=True)
+        columns = [
+            _column(a, f.type, conv)
+            for a, f, conv in zip(
+                self.meta + self.values,
+                self.schema,
+                self.meta_converters + self.converters,
+                strict=True,
+            )
         ]
-        table = pa.Table.from_arrays(arrays, schema=self.schema)
+        table = pa.Table.from_arrays(columns, schema=self.schema)
         pq.write_table(table, self.path / f"part-{self.files:05d}.parquet")
         self.files += 1
         self.rows += table.num_rows
+        self._reset()
+
+    def _reset(self) -> None:
         self.meta = [[], [], []]
         self.values = [[] for _ in self.columns]
+        self.by_name = list(zip([c.name for c in self.columns], self.values, strict=True))
 
     def staged(self) -> StagedTable:
         i = self.info
         return StagedTable(
-            i.schema, i.table, self.columns, i.primary_key, self.directory, self.rows
+            i.schema, i.table, self.columns, i.primary_key, self.directory, self.rows, self.deletes
         )
 
 
@@ -180,7 +208,7 @@ class StagingWriter:
         buf = self._tables.get(key)
         if buf is None:
             buf = self._tables[key] = _TableBuffer(info, self.root)
-        elif buf.info != info:
+        elif buf.info is not info and buf.info != info:
             raise StagingError(f"{info.qualified} changed its columns inside one staged range")
         return buf
 

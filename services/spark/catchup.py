@@ -20,36 +20,54 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from services.spark.compact import compact, tombstones, upserts
 from services.spark.errors import JobError
+from services.spark.jdbc import MysqlEndpoint
+from services.spark.mysql_target import MysqlTarget
 from services.spark.session import spark_session
-from services.spark.target import Progress, TableChanges, open_target
+from services.spark.target import Progress, TableChanges, Target, open_target
 from staging.format import RangeInfo, StagedTable, StagingError, read_range
 
 log = logging.getLogger(__name__)
 
 SINK_ENV = "CATCHUP_SINK_URL"
 EXIT_RETRIABLE = 75  # EX_TEMPFAIL
+LOAD_DIR = "_load"  # in the staging directory: the MySQL writer's CSV files while it runs
 
 
 def read_changes(spark: SparkSession, directory: str | Path, table: StagedTable) -> DataFrame:
     return spark.read.parquet(str(Path(directory) / table.directory))
 
 
-def plan(spark: SparkSession, directory: str | Path, info: RangeInfo) -> list[TableChanges]:
-    """Per staged table: its compacted changes (cached), upserts and tombstones."""
+def plan(
+    spark: SparkSession, directory: str | Path, info: RangeInfo, *, cache: bool = True
+) -> list[TableChanges]:
+    """Per staged table: its compacted changes (cached if ``cache``: for a target reading
+    them more than once), upserts and tombstones (None when nothing staged was a delete)."""
     out: list[TableChanges] = []
     for t in info.tables:
         if not t.rows:
             continue
         last = compact(read_changes(spark, directory, t), t.primary_key)
-        last = last.persist(StorageLevel.MEMORY_AND_DISK)
-        out.append(TableChanges(t, upserts(last), tombstones(last, t.primary_key), last))
+        if cache:
+            last = last.persist(StorageLevel.MEMORY_AND_DISK)
+        gone = tombstones(last, t.primary_key) if t.deletes is None or t.deletes else None
+        out.append(TableChanges(t, upserts(last), gone, last))
     return out
+
+
+def _target(spark: SparkSession, url: str, directory: Path, partitions: int) -> Target:
+    """The sink's writer; MySQL's CSV files go next to the staged range (a shared volume in
+    a cluster), under ``LOAD_DIR``."""
+    if urlsplit(url).scheme.lower() == "mysql":
+        endpoint = MysqlEndpoint.from_url(url)
+        return MysqlTarget(spark, endpoint, partitions=partitions, work_dir=directory / LOAD_DIR)
+    return open_target(spark, url, partitions=partitions)
 
 
 def run_catchup(
@@ -64,8 +82,9 @@ def run_catchup(
     report = progress or Progress()
     info = read_range(directory)
     report("planned", start_ts=info.start_ts, end_ts=info.end_ts, rows=info.rows)
-    target = open_target(spark, sink_url, partitions=partitions)
-    tables = plan(spark, directory, info)
+    target = _target(spark, sink_url, Path(directory), partitions)
+    # the MySQL writer reads each DataFrame once: caching would cost more than it saves
+    tables = plan(spark, directory, info, cache=not isinstance(target, MysqlTarget))
     try:
         applied = target.apply(info.start_ts, info.end_ts, tables, report)
     finally:
@@ -87,7 +106,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--staging", required=True, help="directory of the staged range")
     ap.add_argument("--sink", default=os.environ.get(SINK_ENV, ""), help=f"or ${SINK_ENV}")
     ap.add_argument("--master", default=None, help="Spark master (default: local[*])")
-    ap.add_argument("--partitions", type=int, default=4, help="parallel JDBC writers")
+    ap.add_argument(
+        "--partitions", type=int, default=4, help="parallel writers (CSV files per table)"
+    )
     ap.add_argument("--driver-memory", default="1g")
     return ap.parse_args(argv)
 

@@ -3,9 +3,11 @@ their own statements on (preparing staging tables, the final merge, locks, posit
 
 The URL is ``jdbc:mysql://HOST:PORT/?permitMysqlScheme&...``: MariaDB's driver accepts the
 ``mysql`` scheme with ``permitMysqlScheme``, and Spark picks its MySQL dialect (backtick
-quoting) by that scheme. The connection goes through the JVM's ``java.sql.DriverManager``
-(py4j), so a cluster needs nothing beyond the driver jar the executors already use. Errors map
-to ``JobError``; SQL states of class 08 (connection) and 40 (rollback: deadlock) are retriable.
+quoting) by that scheme; ``allowLocalInfile`` lets the driver's connection send the CSV files
+of ``LOAD DATA LOCAL INFILE`` (``services.spark.load_data``). The connection goes through the
+JVM's ``java.sql.DriverManager`` (py4j), so a cluster needs nothing beyond the driver jar the
+executors already use. Errors map to ``JobError``; SQL states of class 08 (connection) and 40
+(rollback: deadlock) are retriable.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class MysqlEndpoint:
     def jdbc_url(self) -> str:
         return (
             f"jdbc:mysql://{self.host}:{self.port}/?permitMysqlScheme"
-            "&rewriteBatchedStatements=true&useServerPrepStmts=false"
+            "&rewriteBatchedStatements=true&useServerPrepStmts=false&allowLocalInfile=true"
         )
 
     def properties(self) -> dict[str, str]:

@@ -1,36 +1,41 @@
-"""Applying compacted changes to MySQL/MariaDB: Spark writes them into staging tables in
-parallel, then one downstream transaction merges every table.
+"""Applying compacted changes to MySQL/MariaDB: Spark writes them as CSV files, then one
+downstream transaction loads every table (``services.spark.load_data``).
 
-Per table ``db.t`` two scratch tables in ``db`` (dropped and recreated at every run, dropped
-after the merge): ``_tributary_cu_<hash>_u`` with t's columns and ``..._d`` with its primary
-key, both made by ``CREATE TABLE .. SELECT .. FROM t WHERE 0`` (t's exact column types, no
-keys). Spark fills them over ``partitions`` JDBC connections. Then, in one transaction::
+Per table ``db.t`` with tombstones, a scratch table ``_tributary_cu_<hash>_d`` in ``db`` with
+t's primary-key columns (``CREATE TABLE .. SELECT .. FROM t WHERE 0``: t's exact types, no
+keys; dropped and recreated at every run, dropped after the merge) is loaded with the keys
+before the transaction. Then, in one transaction::
 
     DELETE t FROM db.t AS t JOIN db.<d> AS d ON t.k1 = d.k1 AND ...;
-    REPLACE INTO db.t (c1, ...) SELECT c1, ... FROM db.<u>;
-    ... (every table) ...
+    LOAD DATA LOCAL INFILE '<upserts part 0>' REPLACE INTO TABLE db.t ...;
+    ... (every part, every table) ...
     COMMIT
 
-Invariant: a job killed at any point before COMMIT leaves t as it was (the scratch tables are
-rebuilt by the next run); the merge is a function of the staged range alone, so a rerun after
-a COMMIT whose outcome was lost writes the same rows again (idempotent).
+Invariant: a job killed at any point before COMMIT leaves t as it was (InnoDB rolls the
+loads back with the transaction; the scratch tables and CSV files are rebuilt by the next
+run); the merge is a function of the staged range alone, so a rerun after a COMMIT whose
+outcome was lost writes the same rows again (idempotent).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
+import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from services.spark.jdbc import JdbcSession, MysqlEndpoint
+from services.spark.load_data import load_statement, write_csv
 from services.spark.target import Applied, Progress, TableChanges
 from sinks.sql import MYSQL, quote
+from staging.format import StagedTable
 
 log = logging.getLogger(__name__)
-
-BATCH = 5000  # rows per JDBC batch
 
 
 def _q(name: str) -> str:
@@ -38,85 +43,109 @@ def _q(name: str) -> str:
 
 
 def scratch_names(schema: str, table: str) -> tuple[str, str]:
+    """The scratch tables of ``schema.table``: ``_u`` (no longer used; dropped) and ``_d``."""
     digest = hashlib.sha1(f"{schema}.{table}".encode()).hexdigest()[:12]
     return f"_tributary_cu_{digest}_u", f"_tributary_cu_{digest}_d"
 
 
-def merge_statements(
-    schema: str, table: str, columns: Sequence[str], key: Sequence[str], deletes: bool
-) -> list[str]:
-    """The statements merging one table's scratch tables into it (inside the transaction)."""
-    up, down = scratch_names(schema, table)
-    target = f"{_q(schema)}.{_q(table)}"
-    cols = ",".join(_q(c) for c in columns)
-    out = [f"USE {_q(schema)}"]  # a multi-table DELETE with aliases wants a default database
+@dataclass
+class _Files:
+    """One table's CSV files: upserts into the table, tombstone keys into its ``_d``."""
+
+    changes: TableChanges
+    upserts: list[Path] = field(default_factory=list)
+    deletes: list[Path] = field(default_factory=list)
+    upsert_rows: int = 0
+    delete_rows: int = 0
+
+
+def merge_statements(t: StagedTable, upserts: Sequence[Path], deletes: bool) -> list[str]:
+    """The statements merging one table's changes into it (inside the transaction)."""
+    _, down = scratch_names(t.schema, t.table)
+    target = f"{_q(t.schema)}.{_q(t.table)}"
+    out = [f"USE {_q(t.schema)}"]  # a multi-table DELETE with aliases wants a default database
     if deletes:
-        on = " AND ".join(f"t.{_q(k)} = d.{_q(k)}" for k in key)
-        out.append(f"DELETE t FROM {target} AS t JOIN {_q(schema)}.{_q(down)} AS d ON {on}")
-    out.append(f"REPLACE INTO {target} ({cols}) SELECT {cols} FROM {_q(schema)}.{_q(up)}")
+        on = " AND ".join(f"t.{_q(k)} = d.{_q(k)}" for k in t.primary_key)
+        out.append(f"DELETE t FROM {target} AS t JOIN {_q(t.schema)}.{_q(down)} AS d ON {on}")
+    for path in upserts:
+        out.append(load_statement(path, t.schema, t.table, t.columns, replace=True))
     return out
 
 
 class MysqlTarget:
+    """``work_dir`` holds the CSV files while the job runs (a temporary directory if None; in
+    a cluster it must be a volume the executors and the driver share, as the staging one)."""
+
     def __init__(
-        self, spark: SparkSession, endpoint: MysqlEndpoint, *, partitions: int = 4
+        self,
+        spark: SparkSession,
+        endpoint: MysqlEndpoint,
+        *,
+        partitions: int = 4,
+        work_dir: Path | None = None,
     ) -> None:
         self._spark = spark
         self._endpoint = endpoint
         self._partitions = partitions
+        self._work_dir = work_dir
 
     def apply(
         self, start_ts: int, end_ts: int, tables: Sequence[TableChanges], progress: Progress
     ) -> Applied:
-        with JdbcSession(self._spark, self._endpoint) as s:
-            for tc in tables:
-                self._prepare(s, tc)
-        upserts = deletes = 0
-        for tc in tables:
-            t = tc.table
-            up, down = scratch_names(t.schema, t.table)
-            upserts += self._write(tc.upserts, t.schema, up)
-            if tc.deletes is not None:
-                deletes += self._write(tc.deletes, t.schema, down)
-            progress("staged", table=t.qualified)
-        progress("merging", tables=len(tables))
-        with JdbcSession(self._spark, self._endpoint) as s:
-            s.begin()
-            try:
-                for tc in tables:
-                    t = tc.table
-                    for sql in merge_statements(
-                        t.schema, t.table, t.column_names, t.primary_key, tc.deletes is not None
-                    ):
-                        s.execute(sql)
-                s.commit()
-            except BaseException:
-                s.rollback()
-                raise
-            for tc in tables:
-                for name in scratch_names(tc.table.schema, tc.table.table):
-                    s.execute(f"DROP TABLE IF EXISTS {_q(tc.table.schema)}.{_q(name)}")
-        return Applied(upserts, deletes)
+        work = self._work_dir or Path(tempfile.mkdtemp(prefix="tributary-load-"))
+        try:
+            files = [self._write(tc, work) for tc in tables]
+            for f in files:
+                progress("staged", table=f.changes.table.qualified)
+            with JdbcSession(self._spark, self._endpoint) as s:
+                for f in files:
+                    self._prepare(s, f)
+                progress("merging", tables=len(tables))
+                self._merge(s, files)
+                for f in files:
+                    for name in scratch_names(f.changes.table.schema, f.changes.table.table):
+                        s.execute(f"DROP TABLE IF EXISTS {_q(f.changes.table.schema)}.{_q(name)}")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return Applied(sum(f.upsert_rows for f in files), sum(f.delete_rows for f in files))
 
-    def _prepare(self, s: JdbcSession, tc: TableChanges) -> None:
+    def _write(self, tc: TableChanges, work: Path) -> _Files:
+        """Both CSV sets of one table, written by Spark (``partitions`` files at most)."""
         t = tc.table
-        up, down = scratch_names(t.schema, t.table)
-        source = f"{_q(t.schema)}.{_q(t.table)}"
-        for name, cols in ((up, t.column_names), (down, t.primary_key)):
-            scratch = f"{_q(t.schema)}.{_q(name)}"
-            s.execute(f"DROP TABLE IF EXISTS {scratch}")
-            select = ",".join(_q(c) for c in cols)
-            s.execute(f"CREATE TABLE {scratch} SELECT {select} FROM {source} WHERE 0")
+        base = work / hashlib.sha1(t.qualified.encode()).hexdigest()[:12]
+        out = _Files(tc)
+        df = tc.upserts.coalesce(self._partitions)
+        out.upserts, out.upsert_rows = write_csv(df, t.columns, base / "u")
+        if tc.deletes is not None:
+            key = [c for name in t.primary_key for c in t.columns if c.name == name]
+            df = tc.deletes.coalesce(self._partitions)
+            out.deletes, out.delete_rows = write_csv(df, key, base / "d")
+        return out
 
-    def _write(self, df: DataFrame, schema: str, name: str) -> int:
-        """Append ``df`` to a scratch table over ``partitions`` connections; rows written."""
-        rows = df.count()
-        if rows:
-            options = {
-                **self._endpoint.properties(),
-                "batchsize": str(BATCH),
-                "isolationLevel": "NONE",
-                "numPartitions": str(self._partitions),
-            }
-            df.write.jdbc(self._endpoint.jdbc_url, f"{_q(schema)}.{_q(name)}", "append", options)
-        return rows
+    def _prepare(self, s: JdbcSession, f: _Files) -> None:
+        """(Re)create the table's ``_d`` scratch table and load the tombstone keys into it."""
+        t = f.changes.table
+        up, down = scratch_names(t.schema, t.table)
+        s.execute(f"DROP TABLE IF EXISTS {_q(t.schema)}.{_q(up)}")  # left by older versions
+        scratch = f"{_q(t.schema)}.{_q(down)}"
+        s.execute(f"DROP TABLE IF EXISTS {scratch}")
+        if not f.deletes:
+            return
+        select = ",".join(_q(c) for c in t.primary_key)
+        s.execute(
+            f"CREATE TABLE {scratch} SELECT {select} FROM {_q(t.schema)}.{_q(t.table)} WHERE 0"
+        )
+        key = [c for name in t.primary_key for c in t.columns if c.name == name]
+        for path in f.deletes:
+            s.execute(load_statement(path, t.schema, down, key, replace=False))
+
+    def _merge(self, s: JdbcSession, files: Sequence[_Files]) -> None:
+        s.begin()
+        try:
+            for f in files:
+                for sql in merge_statements(f.changes.table, f.upserts, bool(f.deletes)):
+                    s.execute(sql)
+            s.commit()
+        except BaseException:
+            s.rollback()
+            raise

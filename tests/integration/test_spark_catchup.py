@@ -19,7 +19,7 @@ import pytest
 from services.spark.catchup import run_catchup
 from services.spark.lake_manifest import MANIFEST, Manifest
 from services.spark.target import Progress
-from sinks.model import SinkOptions, Txn
+from sinks.model import RowChange, SinkOptions, SqlValue, TableInfo, Txn
 from sinks.registry import open_sink
 from staging import StagingWriter
 from tests.support.spark_data import ddls, workload
@@ -152,3 +152,40 @@ def test_lake_ranges_manifest_and_rerun(spark: SparkSession, tmp_path: Path) -> 
     run_catchup(spark, tmp_path / "r2", f"parquet://{lake}", progress)  # a rerun replaces
     assert sorted(p.name for p in lake.rglob("*.parquet")) == before
     assert Manifest.from_json((lake / MANIFEST).read_text()) == manifest
+
+
+TRICKY = ["NULL", "", "a,b", '"q" and ""', "line\nbreak\r\n", "back\\slash\\N", "  pad  ", "é€😀"]
+
+
+async def test_catchup_loads_awkward_values_exactly(
+    spark: SparkSession, mariadb_server: MariaDBServer, schemas: tuple[str, str], tmp_path: Path
+) -> None:
+    """The CSV + LOAD DATA path keeps every value: text that looks like NULL or holds quotes,
+    separators, newlines, backslashes; NULL; binary with zero bytes; and a key deleted."""
+    schema = schemas[0]
+    t = TableInfo.build(
+        schema,
+        "odd",
+        [("id", "bigint"), ("s", "varchar(40)"), ("b", "varbinary(8)"), ("f", "double")],
+        ["id"],
+    )
+    await mariadb_server.execute(f"CREATE DATABASE {schema}")
+    await mariadb_server.execute(
+        f"CREATE TABLE {schema}.odd (id BIGINT PRIMARY KEY, s VARCHAR(40) NULL, "
+        "b VARBINARY(8) NULL, f DOUBLE NULL)"
+    )
+    await mariadb_server.execute(f"INSERT INTO {schema}.odd VALUES (100, 'old', NULL, 1)")
+    rows: list[dict[str, SqlValue]] = [
+        {"id": i, "s": s, "b": bytes([0, i, 10, 34]), "f": i / 3} for i, s in enumerate(TRICKY)
+    ]
+    rows.append({"id": 50, "s": None, "b": None, "f": None})
+    rows.append({"id": 51, "s": "x", "b": b"", "f": -1.5e300})
+    txns = [Txn(10, 9, rows=tuple(RowChange.insert(t, r) for r in rows))]
+    old: dict[str, SqlValue] = {"id": 100, "s": "old", "b": None, "f": 1.0}
+    txns.append(Txn(20, 19, rows=(RowChange.delete(t, old),)))
+    stage(tmp_path / "range", txns, 1)
+
+    summary = run_catchup(spark, tmp_path / "range", mariadb_server.dsn(), Progress(io.StringIO()))
+    got = await mariadb_server.query(f"SELECT id, s, b, f FROM {schema}.odd ORDER BY id")
+    assert got == [(r["id"], r["s"], r["b"], r["f"]) for r in rows]
+    assert (summary["upserts"], summary["deletes"]) == (len(rows), 1)

@@ -3,8 +3,11 @@ range starting at S supersedes the recorded ranges starting at or after S."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from services.spark.lake_manifest import LakeFile, LakeRange, Manifest
 from services.spark.mysql_target import merge_statements
+from staging.format import StagedColumn, StagedTable
 
 
 def rng(start: int, end: int) -> LakeRange:
@@ -39,10 +42,26 @@ def test_a_range_supersedes_later_starts_and_round_trips() -> None:
     assert Manifest.from_json(m.to_json()) == m
 
 
-def test_merge_statements_delete_then_replace() -> None:
-    stmts = merge_statements("db", "t", ["a", "b", "v"], ["a", "b"], deletes=True)
+def test_merge_statements_delete_then_load() -> None:
+    t = StagedTable(
+        "db",
+        "t",
+        (
+            StagedColumn("a", "int", "int"),
+            StagedColumn("b", "varchar(4)", "str"),
+            StagedColumn("v", "blob", "bytes"),
+        ),
+        ("a", "b"),
+        "tables/db.t",
+    )
+    parts = [Path("/w/part-0.csv"), Path("/w/it's.csv")]
+    stmts = merge_statements(t, parts, deletes=True)
     assert stmts[0] == "USE `db`"
     assert stmts[1].startswith("DELETE t FROM `db`.`t` AS t JOIN `db`.`_tributary_cu_")
     assert "ON t.`a` = d.`a` AND t.`b` = d.`b`" in stmts[1]
-    assert stmts[2].startswith("REPLACE INTO `db`.`t` (`a`,`b`,`v`) SELECT `a`,`b`,`v` FROM")
-    assert len(merge_statements("db", "t", ["a"], ["a"], deletes=False)) == 2
+    assert stmts[2].startswith(
+        "LOAD DATA LOCAL INFILE '/w/part-0.csv' REPLACE INTO TABLE `db`.`t` CHARACTER SET utf8mb4"
+    )
+    assert stmts[2].endswith("(`a`, @c1, @c2) SET `b` = SUBSTRING(@c1, 2), `v` = UNHEX(@c2)")
+    assert stmts[3].startswith("LOAD DATA LOCAL INFILE '/w/it\\'s.csv' REPLACE")
+    assert len(merge_statements(t, parts[:1], deletes=False)) == 2

@@ -3,6 +3,7 @@ tables refused, ``range.json`` only once closed, a rerun starts from an empty di
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -44,6 +45,31 @@ def test_changes_are_keyed_and_ordered(tmp_path: Path) -> None:
         (12, 3, "D", 2, "0"),
     ]
     assert [c.kind for c in info.tables[0].columns] == ["int", "str", "str"]
+    assert info.tables[0].deletes == 2 and read_range(tmp_path / "r") == info
+
+
+def test_values_arrow_does_not_take_as_they_are_are_converted(tmp_path: Path) -> None:
+    """A flush converts a column in one Arrow call, or value by value when that fails."""
+    t = TableInfo.build(
+        "db",
+        "m",
+        [("id", "int"), ("f", "double"), ("bits", "bit(12)"), ("d", "decimal(5,2)")],
+        ["id"],
+    )
+    w = StagingWriter(tmp_path / "r", 0)
+    values: list[dict[str, SqlValue]] = [
+        {"id": 1, "f": Decimal("1.5"), "bits": 0x101, "d": Decimal("2.50")},
+        {"id": 2, "f": 2, "bits": b"\x01", "d": "3.10"},
+        {"id": 3, "f": None, "bits": None, "d": None},
+    ]
+    w.add(Txn(10, 9, rows=tuple(RowChange.insert(t, v) for v in values)))
+    w.close()
+    got = [(r["id"], r["f"], r["bits"], r["d"]) for r in rows(tmp_path / "r")]
+    assert got == [
+        (1, 1.5, b"\x01\x01", "2.50"),
+        (2, 2.0, b"\x01", "3.10"),
+        (3, None, None, None),
+    ]
 
 
 def test_refusals(tmp_path: Path) -> None:
