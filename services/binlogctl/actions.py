@@ -63,6 +63,11 @@ def state_url(address: str, node_id: str, verb: str, tls: bool) -> str:
     return f"{scheme}://{address}/state/{quote(node_id, safe=':@')}/{_HTTP_ACTION[verb]}"
 
 
+def catchup_url(address: str, tls: bool) -> str:
+    """The drainer's catch-up trigger (``catchup-drainer``)."""
+    return f"{'https' if tls else 'http'}://{address}/catchup"
+
+
 async def request_action(
     kind: NodeKind, node_id: str, url: str, ssl_context: ssl.SSLContext | None
 ) -> str:

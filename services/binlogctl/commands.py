@@ -48,6 +48,8 @@ async def run(cfg: CtlConfig, progress: Progress = _ignore) -> Result:
         assert kind is not None
         if command.verb == "list":
             return await list_nodes(cfg, kind)
+        if command.verb == "catchup":
+            return await request_catchup(cfg, cfg.node_id)
         if command.verb == "update":
             return await update_state(cfg, kind, cfg.node_id, NodeState(cfg.state))
         return await apply_action(cfg, kind, cfg.node_id, command.verb, progress)
@@ -96,6 +98,21 @@ async def update_state(
         except RegistryError as e:
             raise CtlError(str(e), retriable=e.retriable) from e
     return StateUpdated(kind, before, after)
+
+
+async def request_catchup(cfg: CtlConfig, node_id: str) -> ActionApplied:
+    """``catchup-drainer``: ``PUT /catchup`` on the drainer's HTTP API (no waiting: a catch-up
+    takes as long as its Spark job; the drainer's ``/status`` shows its progress)."""
+    try:
+        ssl_context = client_context(cfg.security, alpn=ALPN_HTTP, check_hostname=False)
+    except TlsError as e:
+        raise CtlError(str(e)) from e
+    async with connect(cfg) as kv:
+        node = await find_node(NodeRegistry(kv), NodeKind.DRAINER, node_id)
+    address = actions.status_address(node, cfg.status_addr)
+    url = actions.catchup_url(address, tls=ssl_context is not None)
+    accepted = await actions.request_action(NodeKind.DRAINER, node_id, url, ssl_context)
+    return ActionApplied(NodeKind.DRAINER, node_id, "catchup", url, accepted, None)
 
 
 async def apply_action(

@@ -37,6 +37,7 @@ class Command(enum.StrEnum):
     PAUSE_DRAINER = "pause-drainer"
     OFFLINE_PUMP = "offline-pump"
     OFFLINE_DRAINER = "offline-drainer"
+    CATCHUP_DRAINER = "catchup-drainer"
     GENERATE_META = "generate_meta"
 
     @property
@@ -48,14 +49,14 @@ class Command(enum.StrEnum):
 
     @property
     def verb(self) -> str:
-        """``list``, ``update``, ``pause``, ``offline`` or ``generate_meta``."""
+        """``list``, ``update``, ``pause``, ``offline``, ``catchup`` or ``generate_meta``."""
         if self in (Command.PUMPS, Command.DRAINERS):
             return "list"
         return self.value.split("-")[0]
 
     @property
     def needs_node(self) -> bool:
-        return self.verb in ("update", "pause", "offline")
+        return self.verb in ("update", "pause", "offline", "catchup")
 
 
 _STATES = tuple(s.value for s in NodeState)
@@ -70,6 +71,8 @@ commands (positional, or -cmd NAME):
   pause-pump, pause-drainer       ask a running node to pause (--node-id)
   offline-pump, offline-drainer   ask a running node to go offline (--node-id); a pump first
                                   waits until every drainer consumed its binlogs
+  catchup-drainer                 ask a running drainer to hand its backlog to a Spark catch-up
+                                  job from its next binlog on (--node-id; [syncer.catchup])
   generate_meta                   write <data-dir>/savepoint with a fresh TSO commitTS
 
 The node's HTTP API is taken to be on its registered host at the registered (gRPC) port + 1,

@@ -40,6 +40,8 @@ from registry.status import NodeKind, NodeState, NodeStatus
 from servicekit.net import status_addr
 from servicekit.node import claim_node
 from services.drainer.api import CisternApi
+from services.drainer.catchup import CatchUp, CatchUpSettings
+from services.drainer.catchup_job import JobSpec
 from services.drainer.checkpoint import FileCheckpoint, start_ts
 from services.drainer.collector import Collector
 from services.drainer.config import DrainerConfig
@@ -168,6 +170,7 @@ async def serve(
                 converter.convert,
                 batch_rows=cfg.syncer.effective_batch_rows(),
                 safe_mode=cfg.syncer.safe_mode,
+                catchup=make_catchup(cfg),
             )
             drainer = Drainer(
                 cfg=cfg,
@@ -183,6 +186,31 @@ async def serve(
             final = await _run(drainer, sock, stop, stack, started, cluster_id, first)
             ctx.info("stopped at checkpoint %d; recorded state %s", checkpointer.saved_ts, final)
             return final
+
+
+def make_catchup(cfg: DrainerConfig) -> CatchUp | None:
+    """The catch-up controller ``[syncer.catchup]`` asks for, if enabled."""
+    c = cfg.syncer.catchup
+    if not c.enabled:
+        return None
+    job = JobSpec(
+        Path(cfg.catchup_staging()).absolute(),
+        cfg.syncer.sink_url(cfg.data_dir),
+        master=c.master,
+        partitions=c.partitions,
+        driver_memory=c.driver_memory,
+    )
+    return CatchUp(
+        CatchUpSettings(
+            job,
+            lag_threshold=c.lag_threshold,
+            resume_lag=c.resume_lag,
+            idle=c.idle,
+            max_range_rows=c.max_range_rows,
+            retries=c.retries,
+            retry_delay=c.retry_delay,
+        )
+    )
 
 
 @contextlib.asynccontextmanager
@@ -296,6 +324,7 @@ async def _serve_edges(
             d.checkpointer.saved_ts,
             d.syncer.applied,
             time.time(),
+            d.syncer.catchup,
         )
     )
     server = Server([CisternApi(d.collector.refresh)])
@@ -305,7 +334,12 @@ async def _serve_edges(
     ops = OpsServer(
         *status_addr(cfg.addr, cfg.status_addr),
         routes=routes(
-            d.node_id, d.state, d.collector.positions, d.synced, lambda: d.checkpointer.saved_ts
+            d.node_id,
+            d.state,
+            d.collector.positions,
+            d.synced,
+            lambda: d.checkpointer.saved_ts,
+            d.syncer.catchup,
         ),
         registry=metrics.registry,
         ready_fn=d.ready,

@@ -5,7 +5,8 @@ problem is reported at once by the shared loader (``settings.load``). Keys
 tidb-binlog does not have: ``status-addr`` (HTTP on its own port),
 ``heartbeat-interval`` and ``checkpoint-interval`` (fixed at 1 s and 3 s there),
 ``syncer.sink-uri`` (the downstream as a URL, overriding ``db-type`` and ``[syncer.to]``),
-``syncer.batch-rows``, ``syncer.ddl-history`` and ``syncer.to.consistent``.
+``syncer.batch-rows``, ``syncer.ddl-history``, ``syncer.to.consistent`` and ``[syncer.catchup]``
+(Spark catch-up of a backlog, ``services.drainer.catchup``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,55 @@ class ToConfig:
 
 
 @dataclass(frozen=True)
+class CatchUpConfig:
+    """``[syncer.catchup]``: hand a backlog to a Spark catch-up job instead of streaming it."""
+
+    enabled: bool = setting(
+        False, "start catch-ups when lagging (lag-threshold) and accept PUT /catchup"
+    )
+    lag_threshold: float = setting(
+        300.0,
+        "start a catch-up when the binlog being converted is this many seconds behind the "
+        "wall clock (0 = only on request)",
+        kind=DURATION,
+    )
+    resume_lag: float = setting(
+        10.0, "a range ends at the first binlog less than this many seconds behind", kind=DURATION
+    )
+    idle: float = setting(5.0, "a range ends when no binlog came for this long", kind=DURATION)
+    max_range_rows: int = setting(1_000_000, "a range ends once it holds this many row changes")
+    staging_dir: str = setting("", "where ranges are staged (default: <data-dir>/catchup)")
+    master: str = setting("local[*]", "Spark master of the job")
+    partitions: int = setting(4, "parallel writers of the job")
+    driver_memory: str = setting("1g", "Spark driver memory of the job")
+    retries: int = setting(
+        3, "reruns of a job that exited 75 or was killed, before the drainer stops"
+    )
+    retry_delay: float = setting(5.0, "seconds before a rerun", kind=DURATION)
+
+    def validate(self) -> Iterator[tuple[str, str]]:
+        if not self.enabled:
+            return
+        for key, value in (
+            ("resume-lag", self.resume_lag),
+            ("idle", self.idle),
+            ("max-range-rows", self.max_range_rows),
+            ("partitions", self.partitions),
+        ):
+            if value <= 0:
+                yield key, "must be positive"
+        if self.lag_threshold < 0:
+            yield "lag-threshold", "must be 0 (only on request) or positive"
+        elif self.lag_threshold and self.resume_lag >= self.lag_threshold:
+            yield "resume-lag", "must be below lag-threshold"
+        if self.retries < 0:
+            yield "retries", "must be 0 or positive"
+
+
+CATCHUP_SCHEMES = ("mysql", "sqlite")  # downstreams the catch-up job writes like the sink does
+
+
+@dataclass(frozen=True)
 class SyncerConfig:
     """``[syncer]``: what is replicated and where it goes."""
 
@@ -104,6 +154,7 @@ class SyncerConfig:
         "or a TiDB status URL such as http://tidb:10080",
     )
     to: ToConfig = group(ToConfig, "the downstream")
+    catchup: CatchUpConfig = group(CatchUpConfig, "Spark catch-up of a backlog")
 
     def table_filter(self) -> TableFilter:
         return TableFilter(
@@ -223,3 +274,12 @@ class DrainerConfig:
             yield "syncer", str(e)
         if syncer.sink_uri and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", syncer.sink_uri):
             yield "syncer.sink-uri", "must be a URL such as mysql://root@127.0.0.1:3306/"
+        scheme = syncer.sink_url(self.data_dir).split("://", 1)[0].lower()
+        if syncer.catchup.enabled and scheme not in CATCHUP_SCHEMES:
+            yield (
+                "syncer.catchup.enabled",
+                f"catch-up writes mysql:// or sqlite://, not {scheme}://",
+            )
+
+    def catchup_staging(self) -> str:
+        return self.syncer.catchup.staging_dir or os.path.join(self.data_dir, "catchup")

@@ -5,6 +5,11 @@ bool, "LastTS": checkpoint, "TsMap": ""}``; ``GET /commit_ts`` -> the saved
 checkpoint in ``{"message", "code", "data": {"ts"}}``; ``PUT
 /state/{nodeID}/{pause|close}`` -> pausing/closing, after which the drainer
 stops and records paused/offline.
+
+Catch-up (ours): ``/status`` carries ``"CatchUp"`` when ``[syncer.catchup]`` is on (absent
+otherwise, so the body stays tidb-binlog's): state, range, rows, attempts, job pid and its
+last progress lines. ``PUT /catchup`` asks for a catch-up from the next binlog on: 200
+accepted, 409 (``{"error": ...}``) when one is under way or catch-up is not enabled.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from collections.abc import Callable, Mapping
 from aiohttp import web
 
 from servicekit.ops import add_state_route
+from services.drainer.catchup import CatchUp
 from services.drainer.state import DrainerState
-from telemetry.http import json_response
+from telemetry.http import error_response, json_response
 
 
 def routes(
@@ -24,14 +30,29 @@ def routes(
     positions: Callable[[], Mapping[str, int]],
     synced: Callable[[], bool],
     checkpoint: Callable[[], int],
+    catchup: CatchUp | None = None,
 ) -> web.RouteTableDef:
     r = web.RouteTableDef()
 
     @r.get("/status")
     async def status(_: web.Request) -> web.Response:
-        return json_response(
-            {"PumpPos": dict(positions()), "Synced": synced(), "LastTS": checkpoint(), "TsMap": ""}
-        )
+        body: dict[str, object] = {
+            "PumpPos": dict(positions()),
+            "Synced": synced(),
+            "LastTS": checkpoint(),
+            "TsMap": "",
+        }
+        if catchup is not None:
+            body["CatchUp"] = catchup.status()
+        return json_response(body)
+
+    @r.put("/catchup")
+    async def catchup_request(_: web.Request) -> web.Response:
+        if catchup is None:
+            return error_response(409, "catch-up is not enabled ([syncer.catchup] enabled)")
+        if not catchup.request():
+            return error_response(409, f"a catch-up is under way ({catchup.phase.value})")
+        return json_response({"message": "catch-up requested", "state": "requested"})
 
     @r.get("/commit_ts")
     async def commit_ts(_: web.Request) -> web.Response:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 
+from services.drainer.catchup import CatchUp
 from services.drainer.merge import MergeStats
 from telemetry import Metrics
 from wire.ts import physical_ms
@@ -54,6 +55,18 @@ class DrainerMetrics(Metrics):
         self.applied = self.gauge(
             "binlog_drainer_applied_binlog_count", "binlogs the sink accepted"
         )
+        self.catchup_active = self.gauge(
+            "binlog_drainer_catchup_active", "1 while a Spark catch-up is staging or running"
+        )
+        self.catchup_ranges = self.gauge(
+            "binlog_drainer_catchup_ranges_count", "ranges caught up by Spark jobs"
+        )
+        self.catchup_rows = self.gauge(
+            "binlog_drainer_catchup_rows_count", "row changes caught up by Spark jobs"
+        )
+        self.catchup_failures = self.gauge(
+            "binlog_drainer_catchup_failed_job_count", "catch-up job runs that failed"
+        )
 
     def sync(
         self,
@@ -62,6 +75,7 @@ class DrainerMetrics(Metrics):
         saved_ts: int,
         applied: int,
         now: float,
+        catchup: CatchUp | None = None,
     ) -> None:
         self.pump_position.clear()
         for node_id, ts in positions.items():
@@ -72,3 +86,8 @@ class DrainerMetrics(Metrics):
         self.duplicate.set(merge.duplicates)
         self.merged.set(merge.emitted)
         self.applied.set(applied)
+        if catchup is not None:
+            self.catchup_active.set(int(catchup.active))
+            self.catchup_ranges.set(catchup.ranges)
+            self.catchup_rows.set(catchup.rows_total)
+            self.catchup_failures.set(catchup.failures)

@@ -19,6 +19,11 @@ Invariants:
   after the failing batch applied or checkpointed. A binlog that cannot be converted stops it
   once everything before that binlog was applied, so the checkpoint ends right below it.
 
+With a ``CatchUp`` (``[syncer.catchup]``), *convert* may hand a stretch of the stream to a
+Spark job instead (``services.drainer.catchup``): it waits until everything buffered was
+applied, stages the range, runs the job, and then puts one checkpoint-only marker for the
+whole range into the buffer, so the checkpoint moves past the range only through the sink.
+
 Safe mode is forced on for ``safe_mode_window`` seconds after the start (tidb-binlog: 5 min),
 so rows applied before a crash but after the checkpoint replay harmlessly; after that it is
 the configured value.
@@ -33,6 +38,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
+from services.drainer.catchup import CatchUp
 from services.drainer.errors import SinkError
 from services.drainer.item import PulledBinlogItem
 from services.drainer.progress import Checkpointer
@@ -66,7 +72,7 @@ class _Buffer:
 
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
-        self._txns: deque[Txn] = deque()
+        self._txns: deque[tuple[Txn, int]] = deque()  # (txn, merged binlogs it stands for)
         self._weight = 0
         self._error: BaseException | None = None  # raised by ``take`` once the buffer is empty
         self._changed = asyncio.Condition()
@@ -74,10 +80,10 @@ class _Buffer:
     def __len__(self) -> int:
         return len(self._txns)
 
-    async def put(self, txn: Txn) -> None:
+    async def put(self, txn: Txn, items: int = 1) -> None:
         async with self._changed:
             await self._changed.wait_for(lambda: self._weight < self._capacity)
-            self._txns.append(txn)
+            self._txns.append((txn, items))
             self._weight += weight(txn)
             self._changed.notify_all()
 
@@ -87,21 +93,24 @@ class _Buffer:
             self._error = error
             self._changed.notify_all()
 
-    async def take(self, limit: int) -> list[Txn]:
-        """At least one transaction, and more while their weight stays within ``limit``."""
+    async def take(self, limit: int) -> tuple[list[Txn], int]:
+        """At least one transaction, and more while their weight stays within ``limit``; and
+        how many merged binlogs they stand for."""
         async with self._changed:
             await self._changed.wait_for(lambda: bool(self._txns) or self._error is not None)
             if not self._txns:
                 assert self._error is not None
                 raise self._error
-            batch = [self._txns.popleft()]
-            total = weight(batch[0])
-            while self._txns and total + weight(self._txns[0]) <= limit:
-                total += weight(self._txns[0])
-                batch.append(self._txns.popleft())
+            first, items = self._txns.popleft()
+            batch, total = [first], weight(first)
+            while self._txns and total + weight(self._txns[0][0]) <= limit:
+                txn, n = self._txns.popleft()
+                total += weight(txn)
+                items += n
+                batch.append(txn)
             self._weight -= total
             self._changed.notify_all()
-            return batch
+            return batch, items
 
 
 class Syncer:
@@ -116,8 +125,10 @@ class Syncer:
         safe_mode: bool = False,
         safe_mode_window: float = SAFE_MODE_WINDOW,
         clock: Callable[[], float] = time.monotonic,
+        catchup: CatchUp | None = None,
     ) -> None:
         self._queue = queue
+        self.catchup = catchup
         self._sink = sink
         self._checkpointer = checkpointer
         self._convert = convert
@@ -131,6 +142,8 @@ class Syncer:
         self.batches = 0
         self.fakes = 0  # fake, filtered and ignored binlogs passed over
         self.last_apply = clock()  # when the sink last accepted rows or a DDL (start time before)
+        self._put_ts = checkpointer.applied_ts  # commit ts of the last transaction buffered
+        self._advanced = asyncio.Event()  # set whenever the checkpoint moved
 
     @property
     def safe_mode(self) -> bool:
@@ -148,14 +161,62 @@ class Syncer:
             item = await self._queue.get()
             try:
                 txn = await self._convert(item)
+                if self.catchup is not None and self.catchup.should_start(txn):
+                    await self._catch_up(self.catchup, txn)
+                    continue
             except Exception as e:
                 await self._buffer.fail(e)
                 return
-            await self._buffer.put(txn)
+            await self._put(txn)
+
+    async def _put(self, txn: Txn, items: int = 1) -> None:
+        await self._buffer.put(txn, items)
+        self._put_ts = txn.commit_ts
+
+    async def _settled(self) -> None:
+        """Wait until everything buffered so far was applied (the sink checkpoint is there)."""
+        while self._checkpointer.applied_ts < self._put_ts:
+            self._advanced.clear()
+            await self._advanced.wait()
+
+    async def _next_txn(self, idle: float) -> Txn | None:
+        """The next merged binlog converted, or None after ``idle`` seconds without one."""
+        try:
+            async with asyncio.timeout(idle):
+                item = await self._queue.get()
+        except TimeoutError:
+            return None
+        return await self._convert(item)
+
+    async def _catch_up(self, catchup: CatchUp, first: Txn) -> None:
+        """Stage from ``first`` on, run the job, then buffer the range's marker and the
+        transaction that ended the range; the checkpoint moves only when the sink applied
+        the marker."""
+        catchup.begin()
+        try:
+            await self._settled()
+            staged = await catchup.stage(self._checkpointer.applied_ts, first, self._next_txn)
+        except Exception as e:
+            catchup.failed(f"staging failed: {e}")
+            raise
+        if staged.info is None:
+            catchup.skipped()
+            if staged.consumed:  # markers only: they still move the checkpoint
+                await self._put(Txn(staged.last_ts), staged.consumed)
+        else:
+            await catchup.execute(staged.info)
+            catchup.finishing()
+            await self._put(Txn(staged.info.end_ts), staged.consumed)
+            await self._settled()
+            self.rows += staged.info.rows
+            self.last_apply = self._clock()
+            catchup.done(staged.info.rows)
+        if staged.held is not None:
+            await self._put(staged.held)
 
     async def _applying(self) -> NoReturn:
         while True:
-            batch = await self._buffer.take(self._batch_rows)
+            batch, items = await self._buffer.take(self._batch_rows)
             todo = compact(batch)
             await self._apply(todo)
             real = [t for t in todo if t.rows or t.ddl is not None]
@@ -166,7 +227,8 @@ class Syncer:
             if real:
                 self.last_apply = self._clock()
             self._checkpointer.advance(todo[-1].commit_ts)
-            for _ in batch:
+            self._advanced.set()
+            for _ in range(items):
                 self._queue.task_done()
 
     async def _apply(self, batch: list[Txn]) -> None:

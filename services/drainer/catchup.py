@@ -1,0 +1,250 @@
+"""Spark catch-up of a backlog: when to start one, staging a range, running the job.
+
+The syncer asks ``should_start(txn)`` for every converted transaction (an operator's ``PUT
+/catchup``, or the transaction is ``lag-threshold`` seconds behind the wall clock). It then
+lets the apply buffer drain, so the sink checkpoint ``S`` is the range start, and hands the
+stream to ``stage``, which writes transactions into a ``StagingWriter`` until the range ends:
+
+* a DDL, or rows of a table without a primary key (the job compacts by key): that
+  transaction is held back and streamed after the range;
+* one less than ``resume-lag`` seconds behind (caught up): held back too;
+* ``max-range-rows`` row changes staged, or no binlog for ``idle`` seconds.
+
+``execute`` runs the job (``catchup_job``) on the closed range ``(S, E]``. Only after exit 0
+does the syncer move the checkpoint to ``E``, by applying a checkpoint-only marker ``Txn(E)``
+through the sink (its checkpoint moves in its own transaction; the savepoint file follows),
+then it streams from the held-back transaction on. Worked example: checkpoint 100, backlog
+T110 T120(DDL) ...: drain (sink at 100), stage T110, T120 ends the range -> job on (100, 110]
+-> marker 110 applied -> T120 streamed.
+
+Failure policy: exit 75 or a killed job is rerun (``retries`` times, ``retry-delay`` apart) on
+the same staged range; exit 1, or retries used up, stops the drainer with a ``CatchUpError``.
+Either way the checkpoint stays at ``S``: the job writes the rows of the whole range in one
+downstream transaction and is idempotent, so a rerun after a restart converges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from services.drainer.catchup_job import JobRunner, JobSpec, retriable_exit, run_job
+from services.drainer.errors import DrainerError
+from sinks.model import Txn
+from staging import RangeInfo, StagingWriter
+from wire.ts import physical_ms
+
+log = logging.getLogger(__name__)
+
+PROGRESS_KEPT = 20  # job progress lines shown in /status
+
+
+class CatchUpError(DrainerError):
+    """The catch-up job failed for good; the checkpoint is still the range start."""
+
+
+class Phase(enum.StrEnum):
+    IDLE = "idle"
+    DRAINING = "draining"  # waiting for the apply buffer to be applied
+    STAGING = "staging"
+    RUNNING = "running"  # the job runs
+    FINISHING = "finishing"  # the checkpoint marker is being applied
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class CatchUpSettings:
+    job: JobSpec
+    lag_threshold: float = 300.0  # 0: only on request
+    resume_lag: float = 10.0
+    idle: float = 5.0
+    max_range_rows: int = 1_000_000
+    retries: int = 3
+    retry_delay: float = 5.0
+
+
+@dataclass
+class Staged:
+    """What ``stage`` consumed: the range (None if no rows), how many transactions went in,
+    the last commit ts among them, and the transaction that ended the range (if one did)."""
+
+    info: RangeInfo | None
+    consumed: int
+    last_ts: int
+    held: Txn | None
+    reason: str
+
+
+class CatchUp:
+    def __init__(
+        self,
+        settings: CatchUpSettings,
+        *,
+        runner: JobRunner = run_job,
+        wall: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.settings = settings
+        self._runner = runner
+        self._wall = wall
+        self._sleep = sleep
+        self._requested = False
+        self.phase = Phase.IDLE
+        self.start_ts = self.end_ts = 0
+        self.rows = self.txns = self.attempts = 0
+        self.pid: int | None = None
+        self.reason = self.error = ""
+        self.progress: deque[dict[str, Any]] = deque(maxlen=PROGRESS_KEPT)
+        self.ranges = 0  # ranges caught up
+        self.rows_total = 0  # row changes caught up
+        self.failures = 0  # job runs that failed
+        self.last_done: dict[str, Any] | None = None  # the status of the last range caught up
+
+    @property
+    def active(self) -> bool:
+        return self.phase in (Phase.DRAINING, Phase.STAGING, Phase.RUNNING, Phase.FINISHING)
+
+    def request(self) -> bool:
+        """An operator's trigger; False if one is under way already."""
+        if self.active:
+            return False
+        self._requested = True
+        return True
+
+    def lag(self, txn: Txn) -> float:
+        return self._wall() - physical_ms(txn.commit_ts) / 1000
+
+    def should_start(self, txn: Txn) -> bool:
+        threshold = self.settings.lag_threshold
+        return self._requested or (threshold > 0 and self.lag(txn) >= threshold)
+
+    def begin(self) -> None:
+        self._requested = False
+        self.phase = Phase.DRAINING
+        self.rows = self.txns = self.attempts = 0
+        self.pid = None
+        self.reason = self.error = ""
+        self.progress.clear()
+
+    def _ends_range(self, txn: Txn, writer: StagingWriter) -> str:
+        if txn.ddl is not None:
+            return "ddl"
+        if any(not change.table.primary_key for change in txn.rows):
+            return "table without primary key"
+        if self.lag(txn) < self.settings.resume_lag:
+            return "caught up"
+        if writer.rows >= self.settings.max_range_rows:
+            return "row cap"
+        return ""
+
+    async def stage(
+        self, start_ts: int, first: Txn, next_txn: Callable[[float], Awaitable[Txn | None]]
+    ) -> Staged:
+        """Stage ``first`` and what ``next_txn(idle)`` gives (None: idle) until the range ends."""
+        self.phase, self.start_ts, self.end_ts = Phase.STAGING, start_ts, start_ts
+        directory = self.settings.job.staging
+        writer = await asyncio.to_thread(StagingWriter, directory, start_ts)
+        consumed, reason = 0, ""
+        txn: Txn | None = first
+        while True:
+            if txn is None:
+                reason = "idle"
+                break
+            reason = self._ends_range(txn, writer)
+            if reason:
+                break
+            writer.add(txn)
+            consumed += 1
+            self.rows, self.txns, self.end_ts = writer.rows, writer.txns, writer.last_ts
+            if writer.full:
+                await asyncio.to_thread(writer.flush)
+            txn = await next_txn(self.settings.idle)
+        self.reason = reason
+        info = await asyncio.to_thread(writer.close) if writer.txns else None
+        log.info(
+            "catch-up range (%d, %d] ended (%s): %d row changes of %d transactions",
+            start_ts,
+            writer.last_ts,
+            reason,
+            writer.rows,
+            writer.txns,
+        )
+        return Staged(info, consumed, writer.last_ts, txn, reason)
+
+    async def execute(self, info: RangeInfo) -> None:
+        """Run the job on the closed range until it succeeds; ``CatchUpError`` if it cannot."""
+        self.phase = Phase.RUNNING
+        spec = self.settings.job
+        while True:
+            self.attempts += 1
+            self.pid = None
+            code = await self._runner(spec, self._started, self.progress.append)
+            self.pid = None
+            if code == 0:
+                return
+            self.failures += 1
+            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+            if not retriable_exit(code) or self.attempts > self.settings.retries:
+                self.failed(
+                    f"catch-up job on ({info.start_ts}, {info.end_ts}] failed ({how}, attempt "
+                    f"{self.attempts}); the checkpoint stays at {info.start_ts}; see "
+                    f"{spec.log_path}"
+                )
+                raise CatchUpError(self.error)
+            log.warning(
+                "catch-up job failed (%s); rerun %d of %d in %.0f s",
+                how,
+                self.attempts,
+                self.settings.retries,
+                self.settings.retry_delay,
+            )
+            await self._sleep(self.settings.retry_delay)
+
+    def _started(self, pid: int) -> None:
+        self.pid = pid
+
+    def finishing(self) -> None:
+        self.phase = Phase.FINISHING
+
+    def done(self, rows: int) -> None:
+        self.phase = Phase.DONE
+        self.ranges += 1
+        self.rows_total += rows
+        self.last_done = self._current()
+
+    def skipped(self) -> None:
+        """The range ended before any row was staged: nothing for a job to do."""
+        self.phase = Phase.IDLE
+
+    def failed(self, error: str) -> None:
+        self.phase, self.error = Phase.FAILED, error
+
+    def status(self) -> dict[str, Any]:
+        return {
+            **self._current(),
+            "ranges_done": self.ranges,
+            "rows_caught_up": self.rows_total,
+            "failures": self.failures,
+            "last_done": self.last_done,
+        }
+
+    def _current(self) -> dict[str, Any]:
+        return {
+            "state": self.phase.value,
+            "start_ts": self.start_ts,
+            "end_ts": self.end_ts,
+            "rows": self.rows,
+            "txns": self.txns,
+            "attempts": self.attempts,
+            "pid": self.pid,
+            "reason": self.reason,
+            "error": self.error,
+            "progress": list(self.progress),
+        }
