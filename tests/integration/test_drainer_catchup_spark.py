@@ -24,7 +24,6 @@ from checker import compare
 from services.binlogctl.commands import request_catchup
 from services.binlogctl.config import CtlConfig
 from tests.support.pipeline import Pipeline, caught_up, mysql_checkpoint, running_pipeline
-from tests.support.spark import ensure_jar
 from workload import open_upstream, run_workload
 from workload.bank import Bank
 from workload.columns import TableSpec, bigint, varchar
@@ -130,6 +129,9 @@ async def checkpoint(server: MariaDBServer) -> int | None:
 async def test_backlog_caught_up_by_spark_killed_once_then_streaming(
     mariadb_pair: MariaDBPair, tmp_path: Path
 ) -> None:
+    # imported here, not at the top: tests.support.spark is a plugin other modules register
+    from tests.support.spark import ensure_jar
+
     await asyncio.to_thread(ensure_jar)  # the job's JDBC driver
     up, down = mariadb_pair.upstream, mariadb_pair.downstream
     sink = f"{down.dsn()}?consistent=true"
