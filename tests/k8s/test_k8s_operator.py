@@ -142,12 +142,15 @@ def test_apply_edit_scale_and_report(
         assert "app.kubernetes.io/component=pump" in scale["status"]["selector"]
         kube.kubectl("scale", "bc/c1", "-n", ns, "--replicas=2")
         eventually(lambda: replicas(kube, ns, "c1-pump") == 2, "scaled down to 2")
-        table = kube.kubectl("get", "bc", "-n", ns).stdout.split()
-        assert table[:5] == ["NAME", "PUMPS", "CURRENT", "READY", "AGE"] and table[5:8] == [
-            "c1",
-            "2",
-            "2",
-        ]
+        # status is patched when the reconcile handler returns, a moment after the StatefulSet
+        table = eventually(
+            lambda: (
+                (t := kube.kubectl("get", "bc", "-n", ns).stdout.split())[5:8] == ["c1", "2", "2"]
+                and t
+            ),
+            "kubectl get bc shows 2 current pumps",
+        )
+        assert table[:5] == ["NAME", "PUMPS", "CURRENT", "READY", "AGE"]
         # the registry is read: no pump ran, so the cluster is not ready, and says why
         ready = eventually(lambda: condition(kube, ns, "c1", "Ready"), "Ready condition")
         assert ready["status"] == "False" and "c1-pump-0" in ready["message"]
