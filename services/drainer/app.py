@@ -257,7 +257,7 @@ async def _first_ts(
         first = downstream
         ctx.info("resuming after the downstream's checkpoint %d (savepoint file: %s)", first, saved)
     else:
-        first, loaded = await start_ts(store, cfg.initial_commit_ts, tso_now)
+        first, loaded = await start_ts(saved, cfg.initial_commit_ts, tso_now)
         if loaded:
             ctx.info("resuming after checkpoint %d (consistent=%s)", first, store.consistent)
         else:

@@ -118,14 +118,13 @@ class FileCheckpoint:
 
 
 async def start_ts(
-    store: CheckpointStore, initial_commit_ts: int, latest_ts: Callable[[], Awaitable[int]]
+    saved: int | None, initial_commit_ts: int, latest_ts: Callable[[], Awaitable[int]]
 ) -> tuple[int, bool]:
-    """``(ts to start after, whether it came from the store)``.
+    """``(ts to start after, whether it is the saved checkpoint)``.
 
-    ``initial_commit_ts`` counts only when nothing was saved yet; -1 asks the
-    TSO for the current timestamp (``latest_ts``).
+    ``saved`` is what the checkpoint store held (``None``: nothing yet); ``initial_commit_ts``
+    counts only then, and -1 asks the TSO for the current timestamp (``latest_ts``).
     """
-    saved = await store.load()
     if saved is not None:
         return saved, True
     if initial_commit_ts == LATEST:

@@ -131,13 +131,13 @@ async def test_start_ts_prefers_the_saved_checkpoint() -> None:
     async def no_tso() -> int:
         raise AssertionError("the TSO must not be asked")
 
-    assert await start_ts(MemoryCheckpoint(saved=50), -1, no_tso) == (50, True)
-    assert await start_ts(MemoryCheckpoint(saved=50), 7, no_tso) == (50, True)
-    assert await start_ts(MemoryCheckpoint(), -1, tso) == (999, False)
-    assert await start_ts(MemoryCheckpoint(), 0, no_tso) == (0, False)
-    assert await start_ts(MemoryCheckpoint(), 12, no_tso) == (12, False)
+    assert await start_ts(50, -1, no_tso) == (50, True)
+    assert await start_ts(50, 7, no_tso) == (50, True)
+    assert await start_ts(None, -1, tso) == (999, False)
+    assert await start_ts(None, 0, no_tso) == (0, False)
+    assert await start_ts(None, 12, no_tso) == (12, False)
     with pytest.raises(CheckpointError):
-        await start_ts(MemoryCheckpoint(), -2, no_tso)
+        await start_ts(None, -2, no_tso)
 
 
 # -- save rate -----------------------------------------------------------------------
