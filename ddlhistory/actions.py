@@ -12,6 +12,7 @@ import enum
 class Action(enum.IntEnum):
     """``model.ActionType`` (the subset the tracker tells apart; other values pass as ints)."""
 
+    NONE = 0  # a statement whose schema change, if any, other jobs describe
     CREATE_SCHEMA = 1
     DROP_SCHEMA = 2
     CREATE_TABLE = 3

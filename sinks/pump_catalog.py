@@ -50,8 +50,6 @@ from sinks.pump_types import comparison_key, tidb_table
 
 log = logging.getLogger(__name__)
 
-NONE_ACTION = 0  # TiDB's ActionNone: a DDL whose schema change the history does not describe
-
 
 class _Stale(Exception):
     """Another writer appended a job since this catalog last read the history."""
@@ -165,7 +163,7 @@ class PumpCatalog:
 def _ddl_job(job_id: int, ddl: Ddl, schema_id: int, version: int) -> DdlJob:
     return DdlJob(
         id=job_id,
-        type=NONE_ACTION,
+        type=Action.NONE,
         schema_id=schema_id,
         table_id=0,
         schema_name=ddl.schema,

@@ -304,8 +304,14 @@ class SchemaTracker:
 
     def _alter_table(self, job: DdlJob) -> AppliedDdl:
         if job.table_info is None and job.type not in TABLE_CHANGES:
-            log.warning(
-                "DDL job %d of type %d carries no table info; schema unchanged", job.id, job.type
+            # type 0 (ActionNone) is how writers such as the pump sink pass a statement whose
+            # schema change a later job describes: expected, so not a warning
+            level = logging.DEBUG if job.type == Action.NONE else logging.WARNING
+            log.log(
+                level,
+                "DDL job %d of type %d carries no table info; schema unchanged",
+                job.id,
+                job.type,
             )
             return AppliedDdl(job.schema_name, job.table_name)
         info = self._table_info(job)

@@ -18,7 +18,6 @@ from services.drainer.schema import SchemaTracker
 from services.drainer.translate import to_txn
 from sinks.model import Ddl, RowChange, SinkError, SqlValue, TableInfo, Txn
 from sinks.pump import PumpSink, checkpoint_key, parse_url
-from sinks.pump_catalog import NONE_ACTION
 from wire.binlog import Binlog, BinlogType
 
 COLUMNS = [
@@ -212,13 +211,13 @@ async def test_tables_are_registered_once_per_layout_with_stable_column_ids() ->
     jobs = await KvDdlHistory(kv).jobs_since(0)
     kinds = [(j.type, j.table_name) for j in jobs]
     assert kinds == [
-        (NONE_ACTION, ""),  # CREATE DATABASE: the statement only
-        (NONE_ACTION, "items"),
+        (Action.NONE, ""),  # CREATE DATABASE: the statement only
+        (Action.NONE, "items"),
         (Action.CREATE_SCHEMA, ""),  # registered with the first row of shop.items
         (Action.CREATE_TABLE, "items"),
         (Action.CREATE_TABLE, "log"),
         (Action.CREATE_TABLE, "codes"),
-        (NONE_ACTION, "items"),  # ALTER TABLE ... ADD COLUMN
+        (Action.NONE, "items"),  # ALTER TABLE ... ADD COLUMN
         (Action.MODIFY_COLUMN, "items"),  # the new layout, seen in the next row
     ]
     assert [j.schema_version for j in jobs] == list(range(1, 9))
@@ -226,7 +225,7 @@ async def test_tables_are_registered_once_per_layout_with_stable_column_ids() ->
     assert created is not None and altered is not None and created.id == altered.id
     assert [c.id for c in altered.columns] == [c.id for c in created.columns] + [16]
     assert created.pk_is_handle and jobs[4].table_info and not jobs[4].table_info.pk_is_handle
-    ddl_jobs = {j.id for j in jobs if j.type == NONE_ACTION}
+    ddl_jobs = {j.id for j in jobs if j.type == Action.NONE}
     assert {p[3] for p in pumps.prewrites.values() if p[3]} == ddl_jobs
 
 
