@@ -3,8 +3,10 @@
 Invariant: the keys that tie a process to its pod (listen addresses, data directory, etcd
 endpoints, TLS file paths) are the operator's; a user's ``config`` may set any other key, and
 setting a managed one is a SpecError rather than a silent override. The rendered text loads with
-the service's own settings loader (``check``), so a ConfigMap never holds a config its service
-would refuse.
+the service's own settings loader (``check_all``), so a ConfigMap never holds a config its service
+would refuse. The TLS files exist only in the pods (the Secret mounted at ``TLS_DIR``), so the
+check renders them under a temporary directory holding empty files of the same names: what is
+checked is everything else, and that the paths are set.
 """
 
 from __future__ import annotations
@@ -28,30 +30,35 @@ CAPTURE_PORT = 8300
 CONFIG_DIR = "/etc/binlog"
 DATA_DIR = "/var/lib/binlog"
 TLS_DIR = "/etc/binlog/tls"
+CAPTURE_CLUSTER_ID = "default"
+"""The cdc cluster id of every BinlogCluster's captures (``binlog-cdc server --cluster-id``): the
+etcd key prefix ``/tidb/cdc/<id>/`` the status reads changefeeds from. One BinlogCluster per
+etcd, as for its pumps and drainers, so TiCDC's default id serves."""
 
 T = TypeVar("T")
 
 _MANAGED = ("addr", "advertise-addr", "status-addr", "data-dir", "node-id", "pd-urls")
 
 
-def pump_toml(spec: ClusterSpec) -> str:
+def pump_toml(spec: ClusterSpec, tls_dir: str = TLS_DIR) -> str:
     managed: dict[str, Any] = {
         "addr": f"0.0.0.0:{PUMP_GRPC_PORT}",
         "status-addr": f"0.0.0.0:{PUMP_HTTP_PORT}",
         "data-dir": f"{DATA_DIR}/pump",
         "pd-urls": ",".join(spec.etcd_endpoints),
     }
-    return _render_checked(_merge(spec.pumps.config, managed, "pumps.config", spec), "pumps.config")
+    doc = _merge(spec.pumps.config, managed, "pumps.config", spec, tls_dir)
+    return _render_checked(doc, "pumps.config")
 
 
-def drainer_toml(spec: ClusterSpec, drainer: DrainerSpec) -> str:
+def drainer_toml(spec: ClusterSpec, drainer: DrainerSpec, tls_dir: str = TLS_DIR) -> str:
     managed: dict[str, Any] = {
         "addr": f"0.0.0.0:{DRAINER_GRPC_PORT}",
         "status-addr": f"0.0.0.0:{DRAINER_HTTP_PORT}",
         "data-dir": f"{DATA_DIR}/drainer",
         "pd-urls": ",".join(spec.etcd_endpoints),
     }
-    doc = _merge(drainer.config, managed, f"drainers[{drainer.name}].config", spec)
+    doc = _merge(drainer.config, managed, f"drainers[{drainer.name}].config", spec, tls_dir)
     syncer = dict(doc.get("syncer") or {})
     syncer["sink-uri"] = drainer.sink_uri
     doc["syncer"] = syncer
@@ -59,7 +66,7 @@ def drainer_toml(spec: ClusterSpec, drainer: DrainerSpec) -> str:
 
 
 def _merge(
-    user: Mapping[str, Any], managed: dict[str, Any], where: str, spec: ClusterSpec
+    user: Mapping[str, Any], managed: dict[str, Any], where: str, spec: ClusterSpec, tls_dir: str
 ) -> dict[str, Any]:
     clash = sorted(k for k in user if k in _MANAGED)
     if clash:
@@ -69,9 +76,9 @@ def _merge(
         security = dict(doc.get("security") or {})
         security.update(
             {
-                "ssl-ca": f"{TLS_DIR}/ca.crt",
-                "ssl-cert": f"{TLS_DIR}/tls.crt",
-                "ssl-key": f"{TLS_DIR}/tls.key",
+                "ssl-ca": f"{tls_dir}/ca.crt",
+                "ssl-cert": f"{tls_dir}/tls.crt",
+                "ssl-key": f"{tls_dir}/tls.key",
             }
         )
         doc["security"] = security
@@ -104,13 +111,16 @@ def _render(doc: Mapping[str, Any], path: tuple[str, ...], lines: list[str]) -> 
 def check_all(spec: ClusterSpec) -> None:
     """Render and load every config of ``spec``; one SpecError with every problem."""
     problems: list[str] = []
-    for check in [lambda: check_pump(pump_toml(spec))] + [
-        (lambda d=d: check_drainer(drainer_toml(spec, d), d.name)) for d in spec.drainers
-    ]:
-        try:
-            check()
-        except SpecError as e:
-            problems += e.problems
+    with tempfile.TemporaryDirectory(prefix="binlog-operator-check-") as tls:
+        for file in ("ca.crt", "tls.crt", "tls.key"):
+            open(os.path.join(tls, file), "w").close()
+        for check in [lambda: check_pump(pump_toml(spec, tls))] + [
+            (lambda d=d: check_drainer(drainer_toml(spec, d, tls), d.name)) for d in spec.drainers
+        ]:
+            try:
+                check()
+            except SpecError as e:
+                problems += e.problems
     if problems:
         raise SpecError(problems)
 

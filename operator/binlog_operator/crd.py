@@ -65,6 +65,17 @@ SPEC = _obj(
     ["etcd"],
 )
 
+_FEED = _obj(
+    {
+        "id": _STR,
+        "namespace": _STR,
+        "state": _STR,
+        "sinkURI": {**_STR, "description": "the sink URL, password masked"},
+        "checkpointTS": _INT,
+        "checkpointTime": {**_STR, "description": "RFC 3339 time of checkpointTS"},
+        "error": _STR,
+    }
+)
 _NODE = _obj({"nodeId": _STR, "addr": _STR, "state": _STR, "maxCommitTS": _INT, "updateTS": _INT})
 _CONDITION = _obj(
     {
@@ -84,7 +95,7 @@ STATUS = _obj(
         "drainerCount": {"type": "integer"},
         "pumps": {"type": "array", "items": _NODE},
         "drainers": {"type": "array", "items": _NODE},
-        "changefeeds": {"type": "array", "items": _FREE},
+        "changefeeds": {"type": "array", "items": _FEED},
         "conditions": {"type": "array", "items": _CONDITION},
     },
 )

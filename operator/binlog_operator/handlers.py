@@ -2,9 +2,12 @@
 
 Run with ``kopf run -m binlog_operator.handlers --all-namespaces`` (or ``--namespace``).
 Invariant: every handler outcome is visible on the resource: a bad spec sets Degraded/InvalidSpec
-and stops retrying (PermanentError); a failed scale-down or an unreachable API/etcd sets Degraded
-with the reason, posts a Warning event and retries later (TemporaryError), leaving the pump
-StatefulSet as it was.
+and stops retrying (PermanentError); a failed scale-down, a removed drainer that cannot be taken
+offline, or an unreachable API/etcd sets Degraded with the reason, posts a Warning event and
+retries later (TemporaryError), leaving the pump StatefulSet (and the drainer's objects) as they
+were. Conditions are written only through ``ConditionWriter`` (read-modify-write with a
+resourceVersion precondition), never as a whole list through kopf's patch, so the reconcile
+handler and the status timer cannot overwrite each other's condition with a stale copy.
 """
 
 from __future__ import annotations
@@ -12,21 +15,21 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 import kopf
 
 from binlog_operator import GROUP, PLURAL, VERSION
+from binlog_operator.conditions import Change, ConditionWriter, KubeStatusStore
 from binlog_operator.kube import Credentials, KubeClient, KubeError, ca_pem
 from binlog_operator.manifests import drainer_name, pump_pod, pump_selector
 from binlog_operator.options import Options, from_env
-from binlog_operator.pumps import HttpPumpCloser, addresses_from_env
+from binlog_operator.pumps import HttpCloser, Target, addresses_from_env
 from binlog_operator.reconcile import Reconciler
-from binlog_operator.scaledown import ScaleDownError
+from binlog_operator.scaledown import PumpCloser, ScaleDownError
 from binlog_operator.spec import SpecError
-from binlog_operator.status import node_entries, readiness, set_condition
+from binlog_operator.status import node_entries, readiness
 from coord.etcd import EtcdKv
 from coord.kv import Kv, KvError
 
@@ -42,15 +45,28 @@ class Context:
     def __init__(self, creds: Credentials, options: Options) -> None:
         self.kube = KubeClient(creds)
         self.http = aiohttp.ClientSession()
+        self.conditions = ConditionWriter(KubeStatusStore(self.kube))
         addresses = addresses_from_env()
+
+        def closer_for(target: Target) -> PumpCloser:
+            return HttpCloser(self.http, addresses, target)
+
         self.reconciler = Reconciler(
             self.kube,
             _open_kv,
-            lambda ns, name: HttpPumpCloser(self.http, addresses, ns, name),
+            closer_for,
             default_image=options.image,
             offline_timeout=options.offline_timeout,
             etcd_timeout=options.etcd_timeout,
         )
+
+    async def report(self, namespace: str, name: str, *changes: Change) -> None:
+        """Set conditions on an error path: a failure to write them is logged, not raised,
+        so the handler's own error (and its event) still goes out."""
+        try:
+            await self.conditions.set(namespace, name, *changes)
+        except KubeError as e:
+            log.warning("%s/%s: conditions not written: %s", namespace, name, e)
 
     async def close(self) -> None:
         await self.kube.close()
@@ -99,14 +115,6 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await ctx.close()
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _conditions(body: kopf.Body) -> list[dict[str, Any]]:
-    return [dict(c) for c in body.get("status", {}).get("conditions") or []]
-
-
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE)
 @kopf.on.resume(*RESOURCE)
@@ -121,19 +129,14 @@ async def reconcile(
 ) -> None:
     ctx: Context = memo.ctx
     assert namespace is not None  # BinlogCluster is namespaced
-    conditions = _conditions(body)
     try:
         outcome = await ctx.reconciler.reconcile(name, namespace, meta["uid"], dict(body["spec"]))
     except SpecError as e:
-        patch.status["conditions"] = set_condition(
-            conditions, "Degraded", True, "InvalidSpec", str(e), _now()
-        )
+        await ctx.report(namespace, name, Change("Degraded", True, "InvalidSpec", str(e)))
         kopf.warn(body, reason="InvalidSpec", message=str(e))
         raise kopf.PermanentError(f"invalid spec: {e}") from e
     except KubeError as e:
-        patch.status["conditions"] = set_condition(
-            conditions, "Degraded", True, "ApiError", str(e)[:500], _now()
-        )
+        await ctx.report(namespace, name, Change("Degraded", True, "ApiError", str(e)[:500]))
         if not e.retriable:
             kopf.warn(body, reason="ApiError", message=str(e)[:500])
         raise kopf.TemporaryError(str(e), delay=OPTIONS.retry_delay) from e
@@ -142,21 +145,40 @@ async def reconcile(
     patch.status["drainerCount"] = len(outcome.spec.drainers)
     patch.status["observedGeneration"] = meta.get("generation")
     wanted = outcome.spec.pumps.replicas
+    for drainer in outcome.removed_drainers:
+        kopf.info(body, reason="DrainerRemoved", message=f"drainer {drainer} offline and deleted")
     if outcome.scale_error is not None:
         message = (
             f"scale-down of pumps {outcome.pump_replicas} -> {wanted} held back: "
             f"{outcome.scale_error}"
         )
-        conditions = set_condition(conditions, "Degraded", True, "ScaleDownFailed", message, _now())
-        conditions = set_condition(conditions, "Progressing", True, "ScalingDown", message, _now())
-        patch.status["conditions"] = conditions
+        await ctx.report(
+            namespace,
+            name,
+            Change("Degraded", True, "ScaleDownFailed", message),
+            Change("Progressing", True, "ScalingDown", message),
+        )
         kopf.warn(body, reason="ScaleDownFailed", message=message)
         raise kopf.TemporaryError(message, delay=OPTIONS.retry_delay)
-    conditions = set_condition(conditions, "Degraded", False, "Reconciled", "", _now())
-    conditions = set_condition(
-        conditions, "Progressing", False, "Reconciled", f"{wanted} pumps applied", _now()
-    )
-    patch.status["conditions"] = conditions
+    if outcome.drainer_error is not None:
+        message = outcome.drainer_error
+        await ctx.report(
+            namespace,
+            name,
+            Change("Degraded", True, "DrainerRemovalFailed", message),
+            Change("Progressing", True, "RemovingDrainer", message),
+        )
+        kopf.warn(body, reason="DrainerRemovalFailed", message=message)
+        raise kopf.TemporaryError(message, delay=OPTIONS.retry_delay)
+    try:
+        await ctx.conditions.set(
+            namespace,
+            name,
+            Change("Degraded", False, "Reconciled"),
+            Change("Progressing", False, "Reconciled", f"{wanted} pumps applied"),
+        )
+    except KubeError as e:
+        raise kopf.TemporaryError(f"conditions: {e}", delay=OPTIONS.retry_delay) from e
     kopf.info(
         body,
         reason="Reconciled",
@@ -181,6 +203,7 @@ async def teardown(
     except (ScaleDownError, KubeError) as e:
         kopf.warn(body, reason="TeardownBlocked", message=f"pumps not offline yet: {e}")
         raise kopf.TemporaryError(str(e), delay=OPTIONS.retry_delay) from e
+    ctx.conditions.forget(namespace, name)
 
 
 @kopf.timer(*RESOURCE, interval=OPTIONS.status_interval, initial_delay=1.0)
@@ -193,12 +216,11 @@ async def refresh_status(
         spec = ctx.reconciler.parse(dict(body["spec"]))
     except SpecError:
         return  # reconcile reports it
-    conditions = _conditions(body)
     try:
         seen = await ctx.reconciler.observe(name, namespace, spec)
     except (KvError, KubeError, OSError, TimeoutError) as e:
-        patch.status["conditions"] = set_condition(
-            conditions, "Ready", False, "RegistryUnreachable", f"{e!r}"[:500], _now()
+        await ctx.report(
+            namespace, name, Change("Ready", False, "RegistryUnreachable", f"{e!r}"[:500])
         )
         return
     pods = [pump_pod(name, i) for i in range(seen.pump_replicas)]
@@ -206,7 +228,7 @@ async def refresh_status(
     ready, why = readiness(pods, seen.pumps, drainers, seen.drainers)
     patch.status["pumps"] = node_entries(seen.pumps)
     patch.status["drainers"] = node_entries(seen.drainers)
-    patch.status["changefeeds"] = []
-    patch.status["conditions"] = set_condition(
-        conditions, "Ready", ready, "AllOnline" if ready else "NotAllOnline", why, _now()
+    patch.status["changefeeds"] = seen.changefeeds
+    await ctx.report(
+        namespace, name, Change("Ready", ready, "AllOnline" if ready else "NotAllOnline", why)
     )

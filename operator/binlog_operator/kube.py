@@ -2,8 +2,11 @@
 
 kopf watches and patches BinlogClusters itself; this client does the rest: server-side apply of
 the children (one field manager, forced, so the operator's intent always wins over stale
-managers) and reads of them. Invariant: every failure surfaces as ``KubeError`` whose
-``retriable`` comes from the HTTP status (429, 5xx, connection trouble), never from message text.
+managers), reads, label-selected lists and deletes of them, and the read-modify-write of a
+BinlogCluster's status subresource (``get_status``/``patch_status`` with a resourceVersion
+precondition; a lost race is ``KubeError.conflict``). Invariant: every failure surfaces as
+``KubeError`` whose ``retriable`` comes from the HTTP status (429, 5xx, connection trouble),
+never from message text.
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ from urllib.parse import quote
 
 import aiohttp
 
-from binlog_operator import MANAGER
+from binlog_operator import GROUP, KIND, MANAGER, PLURAL, VERSION
 
 log = logging.getLogger(__name__)
 
 _PLURALS = {
     ("v1", "ConfigMap"): "configmaps",
     ("v1", "Service"): "services",
+    ("v1", "Secret"): "secrets",
+    ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
     ("apps/v1", "StatefulSet"): "statefulsets",
+    (f"{GROUP}/{VERSION}", KIND): PLURAL,
 }
 
 
@@ -37,6 +43,11 @@ class KubeError(Exception):
         super().__init__(message)
         self.status = status
         self.retriable = status == 0 or status == 429 or status >= 500
+
+    @property
+    def conflict(self) -> bool:
+        """The object changed since it was read (HTTP 409): read again and retry."""
+        return self.status == 409
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,43 @@ class KubeClient:
     ) -> dict[str, Any] | None:
         """The object, or None if it does not exist."""
         return await self._call("GET", path(api_version, kind, namespace, name), missing_ok=True)
+
+    async def list_labelled(
+        self, api_version: str, kind: str, namespace: str, selector: str
+    ) -> list[dict[str, Any]]:
+        """The objects matching the label ``selector`` (``k=v,k2=v2``)."""
+        found = await self._call(
+            "GET", path(api_version, kind, namespace), params={"labelSelector": selector}
+        )
+        assert found is not None
+        items: list[dict[str, Any]] = found.get("items") or []
+        return items
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        """Delete (dependents in the background); False if it was not there."""
+        found = await self._call(
+            "DELETE",
+            path(api_version, kind, namespace, name),
+            params={"propagationPolicy": "Background"},
+            missing_ok=True,
+        )
+        return found is not None
+
+    async def get_status(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A BinlogCluster read through its status subresource (None if it is gone)."""
+        url = path(f"{GROUP}/{VERSION}", KIND, namespace, name) + "/status"
+        return await self._call("GET", url, missing_ok=True)
+
+    async def patch_status(
+        self, namespace: str, name: str, resource_version: str, status: dict[str, Any]
+    ) -> None:
+        """Merge ``status`` into the BinlogCluster's status if it is still at
+        ``resource_version``; KubeError with ``conflict`` if it moved on."""
+        url = path(f"{GROUP}/{VERSION}", KIND, namespace, name) + "/status"
+        body = {"metadata": {"resourceVersion": resource_version}, "status": status}
+        await self._call(
+            "PATCH", url, data=json.dumps(body), content_type="application/merge-patch+json"
+        )
 
     async def _call(
         self,

@@ -5,13 +5,15 @@ ConfigMap with its TOML (pumps, drainers), a headless Service and a StatefulSet;
 owned by the BinlogCluster. Invariants: a pump's node id is its pod name (``--node-id
 $(POD_NAME)``), so the registry record, the pod and the StatefulSet ordinal name the same thing;
 the pump StatefulSet's replicas is the caller's ``pump_replicas`` (the spec's value only once a
-scale-down has closed the pumps it removes). The object shapes are in ``objects``.
+scale-down has closed the pumps it removes), and a scale-down deletes the removed pumps' volume
+claims (``PUMP_CLAIM_RETENTION``). The object shapes are in ``objects``.
 """
 
 from __future__ import annotations
 
 from binlog_operator import GROUP, KIND, MANAGER, VERSION
 from binlog_operator.configs import (
+    CAPTURE_CLUSTER_ID,
     CAPTURE_PORT,
     CONFIG_DIR,
     DRAINER_GRPC_PORT,
@@ -23,6 +25,11 @@ from binlog_operator.configs import (
 )
 from binlog_operator.objects import Obj, Pod, config_map, service, stateful_set
 from binlog_operator.spec import ClusterSpec, DrainerSpec
+
+PUMP_CLAIM_RETENTION = {"whenDeleted": "Retain", "whenScaled": "Delete"}
+"""A pump removed by a scale-down is offline (its binlogs consumed) and its volume holds the
+offline marker that keeps it from rejoining: the claim goes with it, so a later scale-up starts
+that ordinal with a fresh volume. Deleting the whole StatefulSet keeps the claims."""
 
 
 def pump_name(cluster: str) -> str:
@@ -98,7 +105,7 @@ def _pumps(cluster: str, spec: ClusterSpec, replicas: int) -> list[Obj]:
     return [
         config_map(name, lbl, "pump.toml", cfg),
         service(name, lbl, ports),
-        stateful_set(name, lbl, replicas, pod, spec.pumps.storage),
+        stateful_set(name, lbl, replicas, pod, spec.pumps.storage, PUMP_CLAIM_RETENTION),
     ]
 
 
@@ -121,6 +128,7 @@ def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:
     name, lbl = capture_name(cluster), labels(cluster, "capture")
     pd = ",".join(spec.etcd_endpoints)
     command = ["binlog-cdc", "server", "--pd", pd, "--addr", f"0.0.0.0:{CAPTURE_PORT}"]
+    command += ["--cluster-id", CAPTURE_CLUSTER_ID]
     ports = {"http": CAPTURE_PORT}
     pod = Pod(
         spec.image,

@@ -55,7 +55,12 @@ def service(name: str, lbl: Mapping[str, str], ports: Mapping[str, int]) -> Obj:
 
 
 def stateful_set(
-    name: str, lbl: Mapping[str, str], replicas: int, pod: Pod, storage: Storage | None = None
+    name: str,
+    lbl: Mapping[str, str],
+    replicas: int,
+    pod: Pod,
+    storage: Storage | None = None,
+    claim_retention: Mapping[str, str] | None = None,
 ) -> Obj:
     mounts: list[Obj] = []
     volumes: list[Obj] = []
@@ -127,4 +132,6 @@ def stateful_set(
         if storage.storage_class:
             claim["spec"]["storageClassName"] = storage.storage_class
         sts["spec"]["volumeClaimTemplates"] = [claim]
+        if claim_retention:
+            sts["spec"]["persistentVolumeClaimRetentionPolicy"] = dict(claim_retention)
     return sts

@@ -1,15 +1,18 @@
-"""Reaching a pump's HTTP API from the operator: where it is (``PumpAddresses``) and closing it.
+"""Reaching a pump's or drainer's HTTP API from the operator: where it is (``PodAddresses``) and
+closing it (``HttpCloser``), over HTTPS when the cluster has a TLS secret.
 
-In a cluster a pump pod is ``<pod>.<cluster>-pump.<namespace>.svc``; tests and out-of-cluster
-runs name each pod's ``host:port`` in a JSON file (``AddressFile``), read on every lookup so pumps
-started after the operator are found. Invariant: ``HttpPumpCloser.close`` returns only when the
-pump accepted the close (HTTP 200); every refusal is a ``ScaleDownError`` saying why.
+In a cluster a pod is ``<pod>.<service>.<namespace>.svc`` under its headless Service; tests and
+out-of-cluster runs name each pod's ``host:port`` in a JSON file (``AddressFile``), read on every
+lookup so nodes started after the operator are found. Invariant: ``HttpCloser.close`` returns
+only when the node accepted the close (HTTP 200); every refusal is a ``ScaleDownError`` saying
+why.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,24 +21,33 @@ from urllib.parse import quote
 
 import aiohttp
 
-from binlog_operator.configs import PUMP_HTTP_PORT
-from binlog_operator.manifests import pump_name
 from binlog_operator.scaledown import ScaleDownError
 
 ADDRESS_FILE_ENV = "BINLOG_OPERATOR_PUMP_ADDRESS_FILE"
 
 
-class PumpAddresses(Protocol):
-    def http_url(self, namespace: str, cluster: str, pod: str) -> str:
-        """Base URL of the pump HTTP API served by ``pod``."""
+@dataclass(frozen=True)
+class Target:
+    """The nodes one closer reaches: pods under ``service`` serving HTTP(S) on ``port``."""
+
+    namespace: str
+    service: str
+    port: int
+    tls: ssl.SSLContext | None = None  # None: plain HTTP
+    what: str = "pump"
+
+
+class PodAddresses(Protocol):
+    def address(self, namespace: str, service: str, pod: str, port: int) -> str:
+        """``host:port`` of the HTTP API served by ``pod``."""
 
 
 @dataclass(frozen=True)
 class ClusterDns:
-    """In-cluster: the pod's stable DNS name under the pump headless Service."""
+    """In-cluster: the pod's stable DNS name under its headless Service."""
 
-    def http_url(self, namespace: str, cluster: str, pod: str) -> str:
-        return f"http://{pod}.{pump_name(cluster)}.{namespace}.svc:{PUMP_HTTP_PORT}"
+    def address(self, namespace: str, service: str, pod: str, port: int) -> str:
+        return f"{pod}.{service}.{namespace}.svc:{port}"
 
 
 @dataclass(frozen=True)
@@ -44,44 +56,47 @@ class AddressFile:
 
     path: Path
 
-    def http_url(self, namespace: str, cluster: str, pod: str) -> str:
+    def address(self, namespace: str, service: str, pod: str, port: int) -> str:
         try:
             table = json.loads(self.path.read_text())
         except (OSError, ValueError) as e:
-            raise ScaleDownError(f"cannot read pump addresses from {self.path}: {e}") from e
+            raise ScaleDownError(f"cannot read pod addresses from {self.path}: {e}") from e
         addr = table.get(f"{namespace}/{pod}")
         if not addr:
-            raise ScaleDownError(f"no address for pump {namespace}/{pod} in {self.path}")
-        return f"http://{addr}"
+            raise ScaleDownError(f"no address for {namespace}/{pod} in {self.path}")
+        return str(addr)
 
 
-def addresses_from_env(env: Mapping[str, str] = os.environ) -> PumpAddresses:
+def addresses_from_env(env: Mapping[str, str] = os.environ) -> PodAddresses:
     file = env.get(ADDRESS_FILE_ENV)
     return AddressFile(Path(file)) if file else ClusterDns()
 
 
-class HttpPumpCloser:
-    """``PUT /state/<pod>/close`` on the pump serving as ``pod`` (its node id is the pod name)."""
+class HttpCloser:
+    """``PUT /state/<pod>/close`` on the node serving as ``pod`` (its node id is the pod name)."""
 
     def __init__(
-        self,
-        session: aiohttp.ClientSession,
-        addresses: PumpAddresses,
-        namespace: str,
-        cluster: str,
+        self, session: aiohttp.ClientSession, addresses: PodAddresses, target: Target
     ) -> None:
         self._session = session
         self._addresses = addresses
-        self._namespace = namespace
-        self._cluster = cluster
+        self._target = target
+
+    def url(self, pod: str) -> str:
+        t = self._target
+        scheme = "https" if t.tls is not None else "http"
+        base = f"{scheme}://{self._addresses.address(t.namespace, t.service, pod, t.port)}"
+        return f"{base}/state/{quote(pod)}/close"
 
     async def close(self, pod: str) -> None:
-        base = self._addresses.http_url(self._namespace, self._cluster, pod)
-        url = f"{base}/state/{quote(pod)}/close"
+        url, what = self.url(pod), self._target.what
+        ssl_arg: ssl.SSLContext | bool = self._target.tls or True
         try:
-            async with self._session.put(url, timeout=aiohttp.ClientTimeout(total=10)) as r:
+            async with self._session.put(
+                url, ssl=ssl_arg, timeout=aiohttp.ClientTimeout(total=10)
+            ) as r:
                 body = (await r.text())[:300]
                 if r.status != 200:
-                    raise ScaleDownError(f"pump {pod} refused to close: HTTP {r.status} {body}")
+                    raise ScaleDownError(f"{what} {pod} refused to close: HTTP {r.status} {body}")
         except (aiohttp.ClientError, TimeoutError) as e:
-            raise ScaleDownError(f"pump {pod} unreachable at {base}: {e!r}") from e
+            raise ScaleDownError(f"{what} {pod} unreachable at {url}: {e!r}") from e

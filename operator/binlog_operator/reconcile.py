@@ -1,8 +1,12 @@
-"""Bringing a cluster's objects to its spec, taking pumps out first, and reading its state.
+"""Bringing a cluster's objects to its spec, taking pumps and removed drainers out first, and
+reading its state.
 
-Invariant: the pump StatefulSet's replicas only goes down after ``close_pumps`` confirmed the
+Invariants: the pump StatefulSet's replicas only goes down after ``close_pumps`` confirmed the
 removed pumps offline; on any scale-down failure the StatefulSet keeps its current replicas (the
-rest of the spec is still applied) and the reason is returned for status and events.
+rest of the spec is still applied) and the reason is returned for status and events. A drainer
+that left the spec keeps its objects until it is offline in the registry (closed through its
+HTTP API first); a failure keeps them and is returned the same way. With ``spec.tls.secretName``
+the pumps and drainers are reached over HTTPS with the Secret's CA and client certificate.
 """
 
 from __future__ import annotations
@@ -11,22 +15,26 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from binlog_operator.configs import check_all
+from binlog_operator.changefeeds import read_changefeeds
+from binlog_operator.configs import CAPTURE_CLUSTER_ID, DRAINER_HTTP_PORT, PUMP_HTTP_PORT, check_all
+from binlog_operator.drainers import delete_drainer, drainer_pod, stale_drainers
 from binlog_operator.kube import KubeClient
 from binlog_operator.manifests import build, drainer_name, pump_name, pump_pod
+from binlog_operator.pumps import Target
 from binlog_operator.scaledown import PumpCloser, ScaleDownError, close_pumps, pods_to_close
 from binlog_operator.spec import ClusterSpec, SpecError, parse
+from binlog_operator.tlsctx import context_for
 from coord.kv import Kv, KvError
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeStatus
+from registry.registry import NodeRegistry, RegistryError
+from registry.status import NodeKind, NodeState, NodeStatus, StatusError
 
 log = logging.getLogger(__name__)
 
 OpenKv = Callable[[Sequence[str]], AbstractAsyncContextManager[Kv]]
-CloserFor = Callable[[str, str], PumpCloser]  # (namespace, cluster) -> closer
+CloserFor = Callable[[Target], PumpCloser]
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,8 @@ class Outcome:
     spec: ClusterSpec
     pump_replicas: int
     scale_error: str | None = None
+    drainer_error: str | None = None  # a removed drainer could not be taken offline
+    removed_drainers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class Observed:
     pump_replicas: int
     pumps: list[NodeStatus]
     drainers: list[NodeStatus]
+    changefeeds: list[dict[str, Any]]
 
 
 class Reconciler:
@@ -82,7 +93,30 @@ class Reconciler:
             if obj["kind"] == "StatefulSet":
                 await self._keep_claims(obj)
             await self._kube.apply(obj)
-        return Outcome(spec, replicas, error)
+        removed, drainer_error = await self.remove_drainers(name, namespace, uid, spec)
+        return Outcome(spec, replicas, error, drainer_error, removed)
+
+    async def remove_drainers(
+        self, name: str, namespace: str, uid: str, spec: ClusterSpec
+    ) -> tuple[tuple[str, ...], str | None]:
+        """Take drainers that left the spec offline, then delete their objects: (the drainers
+        removed, why the others were kept). Raises KubeError."""
+        wanted = {d.name for d in spec.drainers}
+        stale = await stale_drainers(self._kube, name, namespace, uid, wanted)
+        removed: list[str] = []
+        for drainer in stale:
+            target = Target(namespace, drainer_name(name, drainer), DRAINER_HTTP_PORT)
+            try:
+                await self._offline(
+                    spec, target, [drainer_pod(name, drainer)], NodeKind.DRAINER, namespace
+                )
+            except ScaleDownError as e:
+                log.warning("%s/%s: drainer %s kept: %s", namespace, name, drainer, e)
+                return tuple(removed), f"drainer {drainer} removed from the spec is kept: {e}"
+            await delete_drainer(self._kube, name, namespace, drainer)
+            log.info("%s/%s: drainer %s offline, its objects deleted", namespace, name, drainer)
+            removed.append(drainer)
+        return tuple(removed), None
 
     async def teardown(self, name: str, namespace: str, raw: dict[str, Any]) -> None:
         """Close every pump before the cluster goes; raises ScaleDownError (also when the spec
@@ -100,6 +134,14 @@ class Reconciler:
         self, name: str, namespace: str, spec: ClusterSpec, current: int, desired: int
     ) -> None:
         pods = pods_to_close(current, desired, lambda i: pump_pod(name, i))
+        target = Target(namespace, pump_name(name), PUMP_HTTP_PORT)
+        await self._offline(spec, target, pods, NodeKind.PUMP, namespace)
+
+    async def _offline(
+        self, spec: ClusterSpec, target: Target, pods: list[str], kind: NodeKind, namespace: str
+    ) -> None:
+        """Close ``pods`` (pumps or drainers) and wait until the registry shows them offline;
+        ScaleDownError if that cannot be done now."""
         async with AsyncExitStack() as stack:
             try:
                 async with asyncio.timeout(self._etcd_timeout):
@@ -107,8 +149,13 @@ class Reconciler:
             except (KvError, OSError, TimeoutError) as e:
                 where = ", ".join(spec.etcd_endpoints)
                 raise ScaleDownError(f"cannot reach etcd {where}: {e!r}") from e
-            closer = self._closer_for(namespace, name)
-            await close_pumps(pods, closer, NodeRegistry(kv), within=self._offline_timeout)
+            registry = NodeRegistry(kv)
+            if spec.tls_secret and await _any_to_close(registry, pods, kind):
+                tls = await context_for(self._kube, namespace, spec.tls_secret)
+                target = replace(target, tls=tls)
+            what = "pump" if kind is NodeKind.PUMP else "drainer"
+            closer = self._closer_for(replace(target, what=what))
+            await close_pumps(pods, closer, registry, within=self._offline_timeout, kind=kind)
 
     async def observe(self, name: str, namespace: str, spec: ClusterSpec) -> Observed:
         """The pump StatefulSet's replicas and this cluster's registry records; raises KvError,
@@ -118,11 +165,13 @@ class Reconciler:
             registry = NodeRegistry(kv)
             pumps = await registry.list(NodeKind.PUMP)
             drainers = await registry.list(NodeKind.DRAINER)
+            feeds = await read_changefeeds(kv, CAPTURE_CLUSTER_ID)
         prefixes = tuple(f"{drainer_name(name, d.name)}-" for d in spec.drainers)
         return Observed(
             replicas,
             [p for p in pumps if p.node_id.startswith(f"{pump_name(name)}-")],
             [d for d in drainers if d.node_id.startswith(prefixes)] if prefixes else [],
+            feeds,
         )
 
     async def pump_replicas(self, name: str, namespace: str) -> int | None:
@@ -146,6 +195,18 @@ class Reconciler:
                 _requests(kept),
             )
         obj["spec"]["volumeClaimTemplates"] = kept
+
+
+async def _any_to_close(registry: NodeRegistry, pods: list[str], kind: NodeKind) -> bool:
+    """Whether some pod is registered online (the only state that gets a close request)."""
+    for pod in pods:
+        try:
+            status = await registry.get(kind, pod)
+        except (RegistryError, StatusError, KvError):
+            return True  # the close loop reports an unreadable record itself
+        if status is not None and status.state is NodeState.ONLINE:
+            return True
+    return False
 
 
 def _requests(claims: list[dict[str, Any]]) -> list[tuple[object, object]]:

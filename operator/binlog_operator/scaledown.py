@@ -39,7 +39,8 @@ class ScaleDownError(Exception):
 
 class PumpCloser(Protocol):
     async def close(self, pod: str) -> None:
-        """Ask the pump serving as ``pod`` to go offline; raise ScaleDownError if refused."""
+        """Ask the node (pump or drainer) serving as ``pod`` to go offline; raise
+        ScaleDownError if refused."""
 
 
 class Clock(Protocol):
@@ -69,23 +70,26 @@ async def close_pumps(
     within: float,
     poll: float = 1.0,
     clock: Clock | None = None,
+    kind: NodeKind = NodeKind.PUMP,
 ) -> None:
+    """Also takes drainers offline (``kind=NodeKind.DRAINER``): the same states and rule."""
     clock = clock or SystemClock()
     deadline = clock.monotonic() + within
+    what = "pump" if kind is NodeKind.PUMP else "drainer"
     for pod in pods:
-        status = await _get(registry, pod)
+        status = await _get(registry, pod, kind)
         if status is None or status.state in (NodeState.OFFLINE, NodeState.CLOSING):
             continue
         if status.state is not NodeState.ONLINE:
             raise ScaleDownError(
-                f"pump {pod} is {status.state.value}; only an online pump can be closed "
+                f"{what} {pod} is {status.state.value}; only an online {what} can be closed "
                 f"(resume it, or take it offline with binlogctl)"
             )
-        log.info("closing pump %s", pod)
+        log.info("closing %s %s", what, pod)
         await closer.close(pod)
     waiting = list(pods)
     while True:
-        states = {pod: await _get(registry, pod) for pod in waiting}
+        states = {pod: await _get(registry, pod, kind) for pod in waiting}
         waiting = [
             p for p, s in states.items() if s is not None and s.state is not NodeState.OFFLINE
         ]
@@ -93,7 +97,7 @@ async def close_pumps(
             return
         if clock.monotonic() >= deadline:
             detail = ", ".join(f"{p} {_state(states[p])}" for p in waiting)
-            raise ScaleDownError(f"pumps not offline after {within:.0f} s: {detail}")
+            raise ScaleDownError(f"{what}s not offline after {within:.0f} s: {detail}")
         await clock.sleep(poll)
 
 
@@ -101,8 +105,8 @@ def _state(status: NodeStatus | None) -> str:
     return "unregistered" if status is None else status.state.value
 
 
-async def _get(registry: NodeRegistry, pod: str) -> NodeStatus | None:
+async def _get(registry: NodeRegistry, pod: str, kind: NodeKind) -> NodeStatus | None:
     try:
-        return await registry.get(NodeKind.PUMP, pod)
+        return await registry.get(kind, pod)
     except (RegistryError, StatusError, KvError) as e:
-        raise ScaleDownError(f"cannot read pump {pod}'s registry record: {e}") from e
+        raise ScaleDownError(f"cannot read {pod}'s registry record: {e}") from e

@@ -11,11 +11,13 @@ pumps stand in for them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,11 @@ from ddlhistory.build import ddl_job
 from pumpclient import PumpsClient
 from registry.registry import NodeRegistry
 from registry.status import NodeKind, NodeState, NodeStatus
+from services.capture.keys import FeedId, Keys
+from services.capture.model import ChangeFeedInfo, ChangeFeedStatus, FeedState, RunningError
 from services.demo.procs import free_port_pair
 from tests.integration.test_drainer_pumps import DB, TABLE, row_value
+from tests.support.certs import make_ca
 from tests.support.etcd import EtcdProcess
 from tests.support.k8s import (
     REPO,
@@ -40,8 +45,9 @@ from tests.support.k8s import (
     eventually_async,
     run_operator,
 )
-from tests.support.pump import PumpProcess, start_pump_process
+from tests.support.pump import PumpProcess, pump_config, running_pump, start_pump_process
 from tso.client import TsoClient
+from wire.ts import compose
 
 pytestmark = [pytest.mark.slow, pytest.mark.etcd]
 FAST = {
@@ -176,7 +182,7 @@ def test_a_blocked_scale_down_and_a_bad_spec_are_reported(
             "Degraded condition",
         )
         assert degraded["reason"] == "ScaleDownFailed"
-        assert "no address for pump" in degraded["message"] and "c2-pump-1" in degraded["message"]
+        assert "no address for" in degraded["message"] and "c2-pump-1" in degraded["message"]
         assert replicas(kube, ns, "c2-pump") == 2  # left as it was
         events = kube.get("events", "-n", ns, "--field-selector", "reason=ScaleDownFailed")
         assert events["items"] and events["items"][0]["type"] == "Warning"
@@ -212,8 +218,11 @@ def etcdctl_put(etcd: EtcdProcess, key: str, value: str) -> None:
     )
 
 
-def start_drainer(root: Path, etcd: str, node_id: str, db: Path) -> subprocess.Popen[bytes]:
-    port = free_port_pair()
+def start_drainer(
+    root: Path, etcd: str, node_id: str, db: Path, *extra: str, port: int = 0
+) -> subprocess.Popen[bytes]:
+    """A drainer process: gRPC on ``port``, its HTTP API on ``port + 1``."""
+    port = port or free_port_pair()
     log = open(root / f"{node_id}.log", "ab")
     proc = subprocess.Popen(
         [
@@ -234,6 +243,7 @@ def start_drainer(root: Path, etcd: str, node_id: str, db: Path) -> subprocess.P
             f"sqlite://{db}",
             "--checkpoint-interval",
             "0.3",
+            *extra,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -371,3 +381,212 @@ async def test_scale_down_closes_real_pumps_first_and_loses_no_binlog(
         if drainer is not None:
             drainer.terminate()
             drainer.wait(30)
+
+
+def exists(kube: KubeApiServer, ns: str, kind: str, name: str) -> bool:
+    return kube.get(kind, name, "-n", ns) is not None
+
+
+def deleting(kube: KubeApiServer, ns: str, kind: str, name: str) -> bool:
+    """Gone, or deleted and waiting for its finalizers."""
+    found = kube.get(kind, name, "-n", ns)
+    return found is None or "deletionTimestamp" in found["metadata"]
+
+
+def events(kube: KubeApiServer, ns: str, reason: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = kube.get(
+        "events", "-n", ns, "--field-selector", f"reason={reason}"
+    )["items"]
+    return found
+
+
+@pytest.mark.timeout(300)
+async def test_changefeeds_are_reported_and_a_removed_drainer_goes_offline_before_it_goes(
+    binlog_chart: InstalledChart, namespace: str, etcd: EtcdProcess, tmp_path: Path
+) -> None:
+    """status.changefeeds comes from the capture cluster's records (written here with its own
+    model classes, where the captures' ``--cluster-id`` puts them). A drainer removed from the
+    spec is closed through its HTTP API, and only once the registry shows it offline are its
+    StatefulSet, Service, ConfigMap and volume claim deleted; while it cannot be closed they
+    stay and Degraded/a Warning event say why."""
+    kube, ns = binlog_chart.kube, namespace
+    addresses = tmp_path / "pods.json"
+    addresses.write_text("{}")
+    port = free_port_pair()
+    # no pump runs, so no TSO answers: start from commit ts 0
+    old = "c5-drainer-old-0"
+    drainer = start_drainer(
+        tmp_path, etcd.endpoint, old, tmp_path / "old.db", "--initial-commit-ts", "0", port=port
+    )
+    env = {**FAST, "BINLOG_OPERATOR_PUMP_ADDRESS_FILE": str(addresses)}
+    try:
+        async with EtcdKv.connect([etcd.endpoint]) as kv:
+            registry = NodeRegistry(kv)
+
+            async def drainer_state() -> NodeState | None:
+                s = await registry.get(NodeKind.DRAINER, "c5-drainer-old-0")
+                return None if s is None else s.state
+
+            keys = Keys("default")  # the captures' --cluster-id
+            feed, failed = FeedId("default", "orders"), FeedId("default", "audit")
+            ts = compose(1712905541123, 3)  # 2024-04-12T07:05:41.123Z
+            info = ChangeFeedInfo("default", "orders", "mysql://app:secret@db:3306/", ts - 1000)
+            await kv.put(keys.info_key(feed), info.to_json())
+            await kv.put(keys.status_key(feed), ChangeFeedStatus(ts).to_json())
+            error = RunningError("table t has no primary key", code="CDC:ErrNoPK")
+            broken = ChangeFeedInfo(
+                "default", "audit", "file:///audit", 1, state=FeedState.FAILED, error=error
+            )
+            await kv.put(keys.info_key(failed), broken.to_json())
+
+            with run_operator(binlog_chart, ns, tmp_path, env):
+                both = [
+                    {"name": "keep", "sinkURI": "file:///keep"},
+                    {"name": "old", "sinkURI": "file:///old"},
+                ]
+                apply(kube, ns, cluster("c5", etcd.endpoint, 1, drainers=both))
+                feeds = await eventually_async(
+                    lambda: (kube.get("bc", "c5", "-n", ns).get("status") or {}).get("changefeeds"),
+                    "status.changefeeds",
+                )
+                assert feeds == [
+                    {
+                        "id": "audit",
+                        "namespace": "default",
+                        "state": "failed",
+                        "sinkURI": "file:///audit",
+                        "error": "CDC:ErrNoPK: table t has no primary key",
+                    },
+                    {
+                        "id": "orders",
+                        "namespace": "default",
+                        "state": "normal",
+                        "sinkURI": "mysql://app:******@db:3306/",
+                        "checkpointTS": ts,
+                        "checkpointTime": "2024-04-12T07:05:41.123Z",
+                    },
+                ]
+                await eventually_async(
+                    lambda: exists(kube, ns, "statefulset", "c5-drainer-old"), "drainer old"
+                )
+                claim = {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "data-c5-drainer-old-0"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}},
+                    },
+                }
+                apply(kube, ns, claim)  # what the StatefulSet controller would have made
+                for _ in range(120):
+                    if await drainer_state() is NodeState.ONLINE:
+                        break
+                    await asyncio.sleep(0.5)
+                assert await drainer_state() is NodeState.ONLINE
+
+                # "old" leaves the spec while the operator cannot reach it: nothing is deleted
+                apply(kube, ns, cluster("c5", etcd.endpoint, 1, drainers=both[:1]))
+                degraded = await eventually_async(
+                    lambda: (
+                        (c := condition(kube, ns, "c5", "Degraded"))
+                        and c["reason"] == "DrainerRemovalFailed"
+                        and c
+                    ),
+                    "Degraded=DrainerRemovalFailed",
+                )
+                assert degraded["status"] == "True"
+                assert "c5-drainer-old-0" in degraded["message"]
+                assert events(kube, ns, "DrainerRemovalFailed")[0]["type"] == "Warning"
+                for kind in ("statefulset", "service", "configmap"):
+                    assert exists(kube, ns, kind, "c5-drainer-old"), kind
+                assert exists(kube, ns, "pvc", "data-c5-drainer-old-0")
+                assert await drainer_state() is NodeState.ONLINE
+                # the timer's Ready condition and the reconcile's Degraded both stay
+                await eventually_async(
+                    lambda: condition(kube, ns, "c5", "Ready"), "Ready next to Degraded"
+                )
+                still = condition(kube, ns, "c5", "Degraded")
+                assert still is not None and still["reason"] == "DrainerRemovalFailed"
+
+                # reachable now: closed, offline, then its objects go; "keep" stays
+                addresses.write_text(
+                    json.dumps({f"{ns}/c5-drainer-old-0": f"127.0.0.1:{port + 1}"})
+                )
+                await eventually_async(
+                    lambda: not exists(kube, ns, "statefulset", "c5-drainer-old"),
+                    "drainer old's StatefulSet deleted",
+                )
+                assert await drainer_state() is NodeState.OFFLINE
+                assert drainer.wait(30) == 0
+                for kind in ("service", "configmap"):
+                    await eventually_async(
+                        lambda k=kind: not exists(kube, ns, k, "c5-drainer-old"), f"{kind} deleted"
+                    )
+                # no controller-manager runs to drop the pvc-protection finalizer: deleting
+                await eventually_async(
+                    lambda: deleting(kube, ns, "pvc", "data-c5-drainer-old-0"), "claim deleted"
+                )
+                for kind in ("statefulset", "service", "configmap"):
+                    assert exists(kube, ns, kind, "c5-drainer-keep"), kind
+                await eventually_async(
+                    lambda: (c := condition(kube, ns, "c5", "Degraded")) and c["status"] == "False",
+                    "Degraded cleared",
+                )
+                assert events(kube, ns, "DrainerRemoved")
+    finally:
+        if drainer.poll() is None:
+            drainer.terminate()
+            drainer.wait(30)
+
+
+@pytest.mark.timeout(300)
+async def test_with_a_tls_secret_pumps_are_closed_over_mutual_tls(
+    binlog_chart: InstalledChart, namespace: str, etcd: EtcdProcess, tmp_path: Path
+) -> None:
+    """The pumps serve HTTPS and require a client certificate; the operator reads the cluster's
+    TLS Secret through the API (its RBAC allows get on secrets) and closes the removed pump
+    with it, then shrinks."""
+    kube, ns = binlog_chart.kube, namespace
+    ca = make_ca(tmp_path / "pki")
+    leaf = ca.issue("c6-pump")
+    kube.kubectl(
+        "create", "secret", "generic", "c6-tls", "-n", ns,
+        f"--from-file=ca.crt={ca.cert}",
+        f"--from-file=tls.crt={leaf.cert}",
+        f"--from-file=tls.key={leaf.key}",
+    )  # fmt: skip
+    addresses = tmp_path / "pods.json"
+    env = {**FAST, "BINLOG_OPERATOR_PUMP_ADDRESS_FILE": str(addresses)}
+    async with AsyncExitStack() as stack:
+        pumps = []
+        for i in range(2):
+            cfg = pump_config(
+                tmp_path / f"p{i}",
+                etcd.endpoint,
+                node_id=f"c6-pump-{i}",
+                security=ca.security(leaf),
+            )
+            pumps.append(await stack.enter_async_context(running_pump(cfg)))
+        addresses.write_text(
+            json.dumps(
+                {
+                    f"{ns}/c6-pump-{i}": f"127.0.0.1:{p.started.http_port}"
+                    for i, p in enumerate(pumps)
+                }
+            )
+        )
+        with run_operator(binlog_chart, ns, tmp_path, env):
+            apply(kube, ns, cluster("c6", etcd.endpoint, 2, tls={"secretName": "c6-tls"}))
+            await eventually_async(lambda: replicas(kube, ns, "c6-pump") == 2, "2 pumps")
+            sts = kube.get("statefulset", "c6-pump", "-n", ns)
+            volumes = sts["spec"]["template"]["spec"]["volumes"]
+            assert {v["name"]: v.get("secret", {}).get("secretName") for v in volumes}[
+                "tls"
+            ] == "c6-tls"
+            kube.kubectl("scale", "bc/c6", "-n", ns, "--replicas=1")
+            await eventually_async(
+                lambda: replicas(kube, ns, "c6-pump") == 1, "shrunk to 1", within=120
+            )
+            assert await asyncio.wait_for(pumps[1].task, 30) is NodeState.OFFLINE
+            assert not pumps[0].task.done()

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from binlog_operator.configs import check_drainer, check_pump, drainer_toml, pump_toml
+from binlog_operator.configs import check_all, check_drainer, check_pump, drainer_toml, pump_toml
 from binlog_operator.manifests import build, pump_selector
 from binlog_operator.spec import SpecError, parse
 
@@ -77,6 +77,13 @@ def test_the_pump_stateful_set_runs_pumps_named_after_their_pods() -> None:
     assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert claim["spec"]["storageClassName"] == "fast"
     assert sts["spec"]["selector"]["matchLabels"] == sts["spec"]["template"]["metadata"]["labels"]
+    # a scaled-away (offline) pump's volume goes with it; deleting the StatefulSet keeps them
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Delete",
+    }
+    drainer = objects()[("StatefulSet", "c1-drainer-down")]
+    assert "persistentVolumeClaimRetentionPolicy" not in drainer["spec"]
 
 
 def test_the_pump_selector_matches_the_pump_pods() -> None:
@@ -86,7 +93,7 @@ def test_the_pump_selector_matches_the_pump_pods() -> None:
         assert labels[k] == v
 
 
-def test_captures_run_the_cdc_server_against_the_etcd_endpoints() -> None:
+def test_captures_run_the_cdc_server_against_the_etcd_endpoints_and_cluster_id() -> None:
     sts = objects()[("StatefulSet", "c1-capture")]
     assert sts["spec"]["replicas"] == 2
     (c,) = sts["spec"]["template"]["spec"]["containers"]
@@ -97,6 +104,8 @@ def test_captures_run_the_cdc_server_against_the_etcd_endpoints() -> None:
         "http://etcd-0:2379,http://etcd-1:2379",
         "--addr",
         "0.0.0.0:8300",
+        "--cluster-id",
+        "default",  # where the operator reads changefeeds from (configs.CAPTURE_CLUSTER_ID)
     ]
 
 
@@ -138,6 +147,19 @@ def test_a_config_the_service_would_refuse_is_a_spec_error() -> None:
     spec = parse(drainer)
     with pytest.raises(SpecError, match="worker-count"):
         check_drainer(drainer_toml(spec, spec.drainers[0]), "d")
+
+
+def test_a_tls_cluster_passes_the_check_though_its_files_exist_only_in_the_pods() -> None:
+    spec = parse({**RAW, "tls": {"secretName": "c1-tls"}})
+    check_all(spec)  # the loader requires the files to exist: the check uses stand-ins
+    for text in (pump_toml(spec), drainer_toml(spec, spec.drainers[0])):
+        assert 'ssl-ca = "/etc/binlog/tls/ca.crt"' in text
+        assert 'ssl-cert = "/etc/binlog/tls/tls.crt"' in text
+        assert 'ssl-key = "/etc/binlog/tls/tls.key"' in text
+    bad = parse({**RAW, "tls": {"secretName": "c1-tls"}, "pumps": {"config": {"gc": "x"}}})
+    with pytest.raises(SpecError, match="gc") as caught:
+        check_all(bad)
+    assert not any("ssl" in p for p in caught.value.problems)
 
 
 def test_a_config_edit_changes_the_pod_template_hash() -> None:
