@@ -8,7 +8,9 @@ drainers if this pump is joining -> accept writes.
 
 Exit: an operator ``pause`` or a stop signal refuses new prewrites, stops the
 servers and records ``paused``; ``close`` first waits until every drainer has
-consumed this pump's binlogs, then records ``offline``.
+consumed this pump's binlogs, then records ``offline`` and leaves the offline
+marker in the data directory: the next start refuses unless ``--rejoin``
+(``services.pump.offline``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from services.pump.config import PumpConfig
 from services.pump.http import routes
 from services.pump.intake import Intake
 from services.pump.metrics import PumpMetrics
+from services.pump.offline import check_marker, write_marker
 from services.pump.state import Action, PumpState
 from services.pump.storage import RollbackResolver, Storage, StorageSettings, wall_clock_ts
 from telemetry.grpcauth import enforce_allowed_cn
@@ -191,6 +194,7 @@ async def serve(
             node.advertise,
         )
         ctx = ContextAdapter(log, {"node_id": node_id})
+        check_marker(data_dir, cfg.rejoin)  # before registering: an offline pump stays offline
         async with AsyncExitStack() as stack:
             kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))
             cluster_id = await ensure_cluster_id(kv)
@@ -260,5 +264,7 @@ async def serve(
                 ctx.warning("gRPC handlers did not finish within %.0f s", SHUTDOWN_GRACE)
             state.settle(final)
             await pump.record(final)
+            if final is NodeState.OFFLINE:
+                write_marker(data_dir, node_id)
             ctx.info("stopped; recorded state %s", final.value)
             return final

@@ -86,6 +86,11 @@ class PumpConfig:
     embedded_tso: bool = setting(
         True, "run a TSO member inside this pump (it campaigns for TSO leadership)"
     )
+    rejoin: bool = setting(
+        False,
+        "start although this data directory's pump was taken offline (removes its OFFLINE "
+        "marker; without it such a pump refuses to start)",
+    )
     log_level: str = setting(
         "info",
         "log level",
