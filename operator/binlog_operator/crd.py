@@ -59,7 +59,18 @@ SPEC = _obj(
             ),
         },
         "captures": _obj(
-            {"replicas": {"type": "integer", "minimum": 0, "default": 0}, "resources": _FREE}
+            {
+                "replicas": {"type": "integer", "minimum": 0, "default": 0},
+                "resources": _FREE,
+                "upstreamSecret": _obj(
+                    {
+                        "name": _STR,
+                        "key": {**_STR, "default": "upstream"},
+                    },
+                    ["name"],
+                    description="the Secret key holding the upstream MySQL/MariaDB URL",
+                ),
+            }
         ),
     },
     ["etcd"],

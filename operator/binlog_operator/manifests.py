@@ -129,7 +129,13 @@ def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:
     pd = ",".join(spec.etcd_endpoints)
     command = ["binlog-cdc", "server", "--pd", pd, "--addr", f"0.0.0.0:{CAPTURE_PORT}"]
     command += ["--cluster-id", CAPTURE_CLUSTER_ID]
+    command += ["--advertise-addr", f"$(POD_NAME).{name}.$(NAMESPACE).svc:{CAPTURE_PORT}"]
     ports = {"http": CAPTURE_PORT}
+    upstream = spec.captures.upstream
+    env: tuple[Obj, ...] = ()
+    if upstream is not None:  # parse() requires it whenever captures run
+        ref = {"name": upstream.name, "key": upstream.key}
+        env = ({"name": "CDC_UPSTREAM", "valueFrom": {"secretKeyRef": ref}},)
     pod = Pod(
         spec.image,
         spec.image_pull_policy,
@@ -138,6 +144,7 @@ def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:
         "",
         ports,
         spec.captures.resources,
+        env,
     )
     return [service(name, lbl, ports), stateful_set(name, lbl, spec.captures.replicas, pod)]
 

@@ -29,6 +29,7 @@ class Pod:
     config: str  # the TOML mounted at CONFIG_DIR ("" = none)
     ports: Mapping[str, int]  # must name an "http" port: probes and metrics
     resources: Mapping[str, Any]
+    env: tuple[Obj, ...] = ()  # container env entries after POD_NAME and NAMESPACE
 
 
 def config_map(name: str, lbl: Mapping[str, str], key: str, text: str) -> Obj:
@@ -82,6 +83,7 @@ def stateful_set(
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            *pod.env,
         ],
         "ports": [{"name": n, "containerPort": p} for n, p in pod.ports.items()],
         "readinessProbe": {"httpGet": {"path": "/ready", "port": http}, "periodSeconds": 5},

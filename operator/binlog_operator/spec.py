@@ -15,6 +15,8 @@ from typing import Any
 DEFAULT_IMAGE = "tributary:0.1.0"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _URL = re.compile(r"^https?://[^\s/]+$")
+_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 
 
@@ -52,9 +54,19 @@ class DrainerSpec:
 
 
 @dataclass(frozen=True)
+class SecretKey:
+    """One key of a Secret in the cluster's namespace."""
+
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
 class CaptureSpec:
     replicas: int = 0
     resources: Mapping[str, Any] = field(default_factory=dict)
+    # the upstream MySQL/MariaDB URL (it holds a password), passed as CDC_UPSTREAM
+    upstream: SecretKey | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,13 @@ def parse(spec: Mapping[str, Any], default_image: str = DEFAULT_IMAGE) -> Cluste
     captures = CaptureSpec(
         replicas=_count(captures_raw.get("replicas", 0), "captures.replicas", problems),
         resources=_map(captures_raw.get("resources"), "captures.resources", problems),
+        upstream=_upstream(captures_raw.get("upstreamSecret"), problems),
     )
+    if captures.replicas and captures.upstream is None:
+        problems.append(
+            "captures.upstreamSecret: required when captures.replicas > 0 (a Secret whose key "
+            "holds the upstream URL mysql://user:password@host:port/)"
+        )
     tls = _map(spec.get("tls"), "tls", problems)
     policy = str(spec.get("imagePullPolicy", "IfNotPresent"))
     if policy not in ("Always", "IfNotPresent", "Never"):
@@ -130,6 +148,19 @@ def _drainer(raw: object, i: int, problems: list[str]) -> DrainerSpec:
         resources=_map(d.get("resources"), f"{where}.resources", problems),
         config=_map(d.get("config"), f"{where}.config", problems),
     )
+
+
+def _upstream(raw: object, problems: list[str]) -> SecretKey | None:
+    if raw is None:
+        return None
+    where = "captures.upstreamSecret"
+    s = _map(raw, where, problems)
+    name, key = str(s.get("name", "")), str(s.get("key", "upstream"))
+    if not _DNS_NAME.match(name):
+        problems.append(f"{where}.name: {name!r} is not a Secret name")
+    if not _SECRET_KEY.match(key):
+        problems.append(f"{where}.key: {key!r} is not a Secret key")
+    return SecretKey(name, key)
 
 
 def _storage(raw: object, where: str, problems: list[str]) -> Storage:

@@ -9,6 +9,8 @@ import pytest
 from binlog_operator.configs import check_all, check_drainer, check_pump, drainer_toml, pump_toml
 from binlog_operator.manifests import build, pump_selector
 from binlog_operator.spec import SpecError, parse
+from services.capture.config import CaptureConfig
+from settings import load
 
 RAW: dict[str, Any] = {
     "etcd": {"endpoints": ["http://etcd-0:2379", "http://etcd-1:2379"]},
@@ -25,7 +27,7 @@ RAW: dict[str, Any] = {
             "config": {"syncer": {"worker-count": 4}},
         }
     ],
-    "captures": {"replicas": 2},
+    "captures": {"replicas": 2, "upstreamSecret": {"name": "upstream-db"}},
 }
 
 
@@ -106,7 +108,34 @@ def test_captures_run_the_cdc_server_against_the_etcd_endpoints_and_cluster_id()
         "0.0.0.0:8300",
         "--cluster-id",
         "default",  # where the operator reads changefeeds from (configs.CAPTURE_CLUSTER_ID)
+        "--advertise-addr",
+        "$(POD_NAME).c1-capture.$(NAMESPACE).svc:8300",
     ]
+    # the upstream URL holds a password: it comes from the named Secret key, never the spec
+    upstream = [e for e in c["env"] if e["name"] == "CDC_UPSTREAM"]
+    assert upstream == [
+        {
+            "name": "CDC_UPSTREAM",
+            "valueFrom": {"secretKeyRef": {"name": "upstream-db", "key": "upstream"}},
+        }
+    ]
+
+
+def expand(arg: str, **env: str) -> str:
+    """``$(VAR)`` references in a container arg, as the kubelet expands them."""
+    for k, v in env.items():
+        arg = arg.replace(f"$({k})", v)
+    return arg
+
+
+def test_the_rendered_capture_command_loads_with_the_capture_settings() -> None:
+    (c,) = objects()[("StatefulSet", "c1-capture")]["spec"]["template"]["spec"]["containers"]
+    args = [
+        a.replace("$(POD_NAME)", "c1-capture-0").replace("$(NAMESPACE)", "ns1") for a in c["args"]
+    ]
+    cfg = load(CaptureConfig, args[1:], {"CDC_UPSTREAM": "mysql://cdc:pw@db:3306/"}, "CDC")
+    assert cfg.upstream == "mysql://cdc:pw@db:3306/" and cfg.cluster_id == "default"
+    assert cfg.advertise == "c1-capture-0.c1-capture.ns1.svc:8300"
 
 
 def test_rendered_pump_toml_loads_with_the_pump_settings() -> None:

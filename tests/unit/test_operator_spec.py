@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from binlog_operator.spec import DEFAULT_IMAGE, SpecError, parse
+from binlog_operator.spec import DEFAULT_IMAGE, SecretKey, SpecError, parse
 
 ETCD = {"endpoints": ["http://etcd:2379"]}
 
@@ -74,6 +74,19 @@ def test_every_problem_is_reported_in_one_error() -> None:
     ]:
         assert any(fragment in p for p in problems), fragment
     assert caught.value.retriable is False
+
+
+def test_captures_need_the_secret_holding_the_upstream_url() -> None:
+    base = {"etcd": {"endpoints": ["http://etcd:2379"]}}
+    with pytest.raises(SpecError, match=r"captures\.upstreamSecret: required"):
+        parse({**base, "captures": {"replicas": 1}})
+    with pytest.raises(SpecError, match=r"captures\.upstreamSecret\.name"):
+        parse({**base, "captures": {"replicas": 1, "upstreamSecret": {"name": "Not A Name"}}})
+    spec = parse(
+        {**base, "captures": {"replicas": 1, "upstreamSecret": {"name": "db", "key": "url"}}}
+    )
+    assert spec.captures.upstream == SecretKey("db", "url")
+    assert parse({**base, "captures": {"replicas": 0}}).captures.upstream is None
 
 
 def test_etcd_endpoints_are_required() -> None:
