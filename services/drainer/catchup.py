@@ -1,7 +1,8 @@
 """Spark catch-up of a backlog: when to start one, staging a range, running the job.
 
 The syncer asks ``should_start(txn)`` for every converted transaction (an operator's ``PUT
-/catchup``, or the transaction is ``lag-threshold`` seconds behind the wall clock). It then
+/catchup``; the transaction is ``lag-threshold`` seconds behind the wall clock; or the last
+measured backlog is ``backlog-threshold`` binlogs or more). It then
 lets the apply buffer drain, so the sink checkpoint ``S`` is the range start, and hands the
 stream to ``stage``, which writes transactions into a ``StagingWriter`` until the range ends:
 
@@ -16,6 +17,12 @@ through the sink (its checkpoint moves in its own transaction; the savepoint fil
 then it streams from the held-back transaction on. Worked example: checkpoint 100, backlog
 T110 T120(DDL) ...: drain (sink at 100), stage T110, T120 ends the range -> job on (100, 110]
 -> marker 110 applied -> T120 streamed.
+
+The backlog in binlogs is measured outside the hot path: ``measure_backlog`` (a task of the
+composition root) asks a ``BacklogCounter`` every ``backlog-interval`` seconds how many
+binlogs the pumps hold above the drainer's position and records it (``observe_backlog``);
+``should_start`` only compares the last figure. A range forgets it (``begin``), so a finished
+range never restarts on a stale figure: the next one needs a fresh measurement.
 
 Failure policy: exit 75 or a killed job is rerun (``retries`` times, ``retry-delay`` apart) on
 the same staged range; exit 1, or retries used up, stops the drainer with a ``CatchUpError``.
@@ -32,7 +39,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn, Protocol
 
 from services.drainer.catchup_job import JobRunner, JobSpec, retriable_exit, run_job
 from services.drainer.errors import DrainerError
@@ -49,6 +56,13 @@ class CatchUpError(DrainerError):
     """The catch-up job failed for good; the checkpoint is still the range start."""
 
 
+class BacklogCounter(Protocol):
+    async def __call__(self, after_ts: int) -> int | None:
+        """Binlogs committed after ``after_ts`` that the pumps hold (summed over them); None
+        when it cannot be told right now (a pump unreachable)."""
+        ...
+
+
 class Phase(enum.StrEnum):
     IDLE = "idle"
     DRAINING = "draining"  # waiting for the apply buffer to be applied
@@ -63,6 +77,8 @@ class Phase(enum.StrEnum):
 class CatchUpSettings:
     job: JobSpec
     lag_threshold: float = 300.0  # 0: only on request
+    backlog_threshold: int = 0  # binlogs; 0: off
+    backlog_interval: float = 30.0  # seconds between backlog measurements
     resume_lag: float = 10.0
     idle: float = 5.0
     max_range_rows: int = 1_000_000
@@ -101,6 +117,8 @@ class CatchUp:
         self.rows = self.txns = self.attempts = 0
         self.pid: int | None = None
         self.reason = self.error = ""
+        self.trigger = ""  # why the current (or last) catch-up started
+        self.backlog: int | None = None  # binlogs behind, as last measured since the last range
         self.progress: deque[dict[str, Any]] = deque(maxlen=PROGRESS_KEPT)
         self.ranges = 0  # ranges caught up
         self.rows_total = 0  # row changes caught up
@@ -122,11 +140,37 @@ class CatchUp:
         return self._wall() - physical_ms(txn.commit_ts) / 1000
 
     def should_start(self, txn: Txn) -> bool:
-        threshold = self.settings.lag_threshold
-        return self._requested or (threshold > 0 and self.lag(txn) >= threshold)
+        """Whether a catch-up starts at ``txn``; records why in ``trigger``. Worked example
+        (lag-threshold 300, backlog-threshold 100000): txn 20 s behind, backlog 250000 ->
+        start ("backlog 250000 binlogs"); txn 400 s behind, backlog unknown -> start ("lag
+        400 s"); txn 20 s behind, backlog 5000 -> stream it."""
+        s = self.settings
+        if self._requested:
+            self.trigger = "requested"
+        elif s.lag_threshold > 0 and (lag := self.lag(txn)) >= s.lag_threshold:
+            self.trigger = f"lag {lag:.0f} s"
+        elif s.backlog_threshold > 0 and (self.backlog or 0) >= s.backlog_threshold:
+            self.trigger = f"backlog {self.backlog} binlogs"
+        else:
+            return False
+        return True
+
+    def observe_backlog(self, binlogs: int | None) -> None:
+        """The latest measurement (None: unknown); ignored while a range is under way."""
+        if not self.active:
+            self.backlog = binlogs
+
+    async def measure_backlog(self, count: BacklogCounter, position: Callable[[], int]) -> NoReturn:
+        """Measure the backlog above ``position()`` (the applied checkpoint) forever, every
+        ``backlog-interval`` seconds, between ranges. Needs ``backlog-threshold`` > 0."""
+        while True:
+            if not self.active:
+                self.observe_backlog(await count(position()))
+            await self._sleep(self.settings.backlog_interval)
 
     def begin(self) -> None:
         self._requested = False
+        self.backlog = None
         self.phase = Phase.DRAINING
         self.rows = self.txns = self.attempts = 0
         self.pid = None
@@ -233,6 +277,7 @@ class CatchUp:
             "rows_caught_up": self.rows_total,
             "failures": self.failures,
             "last_done": self.last_done,
+            "backlog": self.backlog,
         }
 
     def _current(self) -> dict[str, Any]:
@@ -244,6 +289,7 @@ class CatchUp:
             "txns": self.txns,
             "attempts": self.attempts,
             "pid": self.pid,
+            "trigger": self.trigger,
             "reason": self.reason,
             "error": self.error,
             "progress": list(self.progress),

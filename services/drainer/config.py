@@ -79,6 +79,14 @@ class CatchUpConfig:
         "wall clock (0 = only on request)",
         kind=DURATION,
     )
+    backlog_threshold: int = setting(
+        0,
+        "start a catch-up when the pumps hold at least this many binlogs above the drainer's "
+        "checkpoint, as last measured (0 = off)",
+    )
+    backlog_interval: float = setting(
+        30.0, "seconds between backlog measurements (with backlog-threshold)", kind=DURATION
+    )
     resume_lag: float = setting(
         10.0, "a range ends at the first binlog less than this many seconds behind", kind=DURATION
     )
@@ -101,6 +109,7 @@ class CatchUpConfig:
             ("idle", self.idle),
             ("max-range-rows", self.max_range_rows),
             ("partitions", self.partitions),
+            ("backlog-interval", self.backlog_interval),
         ):
             if value <= 0:
                 yield key, "must be positive"
@@ -110,6 +119,8 @@ class CatchUpConfig:
             yield "resume-lag", "must be below lag-threshold"
         if self.retries < 0:
             yield "retries", "must be 0 or positive"
+        if self.backlog_threshold < 0:
+            yield "backlog-threshold", "must be 0 (off) or positive"
 
 
 CATCHUP_SCHEMES = ("mysql", "sqlite")  # downstreams the catch-up job writes like the sink does

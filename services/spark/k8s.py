@@ -2,12 +2,20 @@
 template a job runs with. Pure functions; whoever submits writes the template to a file and
 runs the argv (the drainer's catch-up, an operator, a person).
 
-The driver runs in the cluster (``--deploy-mode cluster``) under the chart's service account
-and creates its executors itself, which is what ``DRIVER_RBAC`` allows (a namespaced Role):
-pods (create, get, list, watch, delete, deletecollection), services and configmaps (create,
-get, list, delete, deletecollection: the driver's headless service and its config map) and
-persistentvolumeclaims (get, list: the staging volume is mounted, not created). The product
-image carries the jobs under ``/app`` and the MariaDB JDBC jar at ``IMAGE_JAR``.
+The driver runs in the cluster (``--deploy-mode cluster``) under the chart's Spark service
+account (helm/binlog-operator/templates/spark-rbac.yaml, a namespaced Role with exactly
+``DRIVER_RBAC``; tests/k8s/test_k8s_spark.py checks both are equal and submits for real as that
+account). The rules cover the two clients that act as it:
+
+* ``spark-submit`` (cluster mode) creates the driver pod, then server-side applies the driver's
+  headless service, its config maps and a NetworkPolicy for the executors (an apply that
+  creates needs ``create`` and ``patch``), and deletes them again if that fails;
+* the driver creates, watches, lists, labels (``patch``) and deletes its executor pods and their
+  config maps, and lists the staging claim (mounted, never created).
+
+No secrets (the sink URL reaches the driver as a ``secretKeyRef`` the kubelet resolves) and
+nothing outside the namespace. The product image carries the jobs under ``/app`` and the
+MariaDB JDBC jar at ``IMAGE_JAR``.
 """
 
 from __future__ import annotations
@@ -20,19 +28,25 @@ IMAGE_JAR = "/opt/tributary/jars/mariadb-java-client.jar"
 APP_ROOT = "/app"
 STAGING_MOUNT = "/staging"
 CONTAINER = "spark"
+IMAGE_UID = 10001  # the product image's user (Dockerfile: useradd --uid 10001)
 
 DRIVER_RBAC: list[dict[str, Any]] = [
     {
         "apiGroups": [""],
         "resources": ["pods"],
-        "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"],
+        "verbs": ["create", "get", "list", "watch", "patch", "delete", "deletecollection"],
     },
     {
         "apiGroups": [""],
         "resources": ["services", "configmaps"],
-        "verbs": ["create", "get", "list", "delete", "deletecollection"],
+        "verbs": ["create", "get", "list", "patch", "delete", "deletecollection"],
     },
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "list"]},
+    {
+        "apiGroups": ["networking.k8s.io"],
+        "resources": ["networkpolicies"],
+        "verbs": ["create", "patch", "delete"],
+    },
 ]
 
 
@@ -49,6 +63,11 @@ class K8sSubmission:
     executor_memory: str = "1g"
     driver_memory: str = "1g"
     labels: dict[str, str] = field(default_factory=dict)
+    # Who submits: a CA and a bearer-token file for the API server; empty = spark-submit's own
+    # discovery (the in-cluster service account, else the kubeconfig).
+    submit_ca_file: str = ""
+    submit_token_file: str = ""
+    wait: bool = True  # False: spark-submit returns once the driver pod is created
 
     @property
     def master(self) -> str:
@@ -58,7 +77,8 @@ class K8sSubmission:
 
 def pod_template(sub: K8sSubmission) -> dict[str, Any]:
     """The pod template (driver and executors alike): service account, non-root user, the
-    staging volume, the product's labels."""
+    staging volume, the product's labels, ``PYTHONPATH`` (set here only: a second definition
+    through ``spark.*Env`` would duplicate the variable in the pod)."""
     container: dict[str, Any] = {
         "name": CONTAINER,
         "env": [{"name": "PYTHONPATH", "value": APP_ROOT}],
@@ -66,7 +86,7 @@ def pod_template(sub: K8sSubmission) -> dict[str, Any]:
     }
     spec: dict[str, Any] = {
         "serviceAccountName": sub.service_account,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 185, "fsGroup": 185},
+        "securityContext": {"runAsNonRoot": True, "runAsUser": IMAGE_UID, "fsGroup": IMAGE_UID},
         "containers": [container],
     }
     if sub.staging_claim:
@@ -108,10 +128,13 @@ def submit_args(
         "spark.jars": f"local://{IMAGE_JAR}",
         "spark.driver.extraClassPath": IMAGE_JAR,
         "spark.executor.extraClassPath": IMAGE_JAR,
-        "spark.kubernetes.driverEnv.PYTHONPATH": APP_ROOT,
-        "spark.executorEnv.PYTHONPATH": APP_ROOT,
+        "spark.kubernetes.submission.waitAppCompletion": "true" if sub.wait else "false",
         "spark.ui.enabled": "false",
     }
+    if sub.submit_ca_file:
+        conf["spark.kubernetes.authenticate.submission.caCertFile"] = sub.submit_ca_file
+    if sub.submit_token_file:
+        conf["spark.kubernetes.authenticate.submission.oauthTokenFile"] = sub.submit_token_file
     if sub.sink_secret:
         conf["spark.kubernetes.driver.secretKeyRef.CATCHUP_SINK_URL"] = (
             f"{sub.sink_secret}:sink-url"

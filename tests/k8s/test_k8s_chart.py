@@ -55,12 +55,18 @@ def test_template_renders_every_part(kube: KubeApiServer) -> None:
         ("ClusterRoleBinding", "rel-operator-discovery"),
         ("CustomResourceDefinition", "binlogclusters.binlog.io"),
         ("Deployment", "rel-operator"),
+        ("Role", "rel-spark"),
+        ("RoleBinding", "rel-spark"),
         ("Service", "rel-etcd"),
         ("ServiceAccount", "binlog-operator"),
+        ("ServiceAccount", "tributary-spark"),
         ("StatefulSet", "rel-etcd"),
     ]
     namespaced = render(kube, "operator.watchNamespace=apps")
-    assert {d["kind"] for d in namespaced} >= {"Role", "RoleBinding"}
+    assert {(d["kind"], d["metadata"]["name"]) for d in namespaced} >= {
+        ("Role", "rel-operator"),
+        ("RoleBinding", "rel-operator"),
+    }
     (deployment,) = [d for d in namespaced if d["kind"] == "Deployment"]
     command = deployment["spec"]["template"]["spec"]["containers"][0]["command"]
     assert command[:4] == ["kopf", "run", "-m", "binlog_operator.handlers"]

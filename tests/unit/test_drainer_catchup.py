@@ -228,6 +228,93 @@ async def test_request_starts_a_catch_up_without_lag(tmp_path: Path) -> None:
     assert ckpt.applied_ts == b2.commit_ts
 
 
+def test_backlog_threshold_needs_a_fresh_measurement_at_or_above_it(tmp_path: Path) -> None:
+    catchup = CatchUp(
+        CatchUpSettings(
+            JobSpec(tmp_path, "sqlite:///x"), lag_threshold=300.0, backlog_threshold=100_000
+        ),
+        wall=lambda: CLOCK[0],
+    )
+    recent = rows(ts(NOW - 20), RowChange.insert(T, {"id": 1, "v": 1}))  # 20 s behind
+    assert not catchup.should_start(recent)  # nothing measured yet
+    catchup.observe_backlog(99_999)
+    assert not catchup.should_start(recent)
+    catchup.observe_backlog(250_000)
+    assert catchup.should_start(recent) and catchup.trigger == "backlog 250000 binlogs"
+    catchup.begin()  # the range forgets the figure: no restart on a stale measurement
+    assert catchup.backlog is None and not catchup.should_start(recent)
+    catchup.observe_backlog(900_000)  # measured while a range is under way: ignored
+    assert catchup.backlog is None
+    catchup.skipped()
+    catchup.observe_backlog(None)  # a pump could not tell
+    assert not catchup.should_start(recent)
+    old = rows(ts(NOW - 400), RowChange.insert(T, {"id": 1, "v": 1}))
+    assert catchup.should_start(old) and catchup.trigger == "lag 400 s"
+    assert catchup.status()["trigger"] == "lag 400 s" and catchup.status()["backlog"] is None
+
+    off = CatchUp(CatchUpSettings(JobSpec(tmp_path, "sqlite:///x"), lag_threshold=0))
+    off.observe_backlog(10**9)
+    assert not off.should_start(recent)  # backlog-threshold 0: off
+
+
+async def test_measure_backlog_asks_above_the_checkpoint_between_ranges(tmp_path: Path) -> None:
+    class Stop(Exception):
+        pass
+
+    asked: list[int] = []
+    answers: list[int | None] = [7, 3, 12]
+    position = [ts(1)]
+
+    async def count(after_ts: int) -> int | None:
+        asked.append(after_ts)
+        return answers.pop(0)
+
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 1:
+            assert catchup.backlog == 7
+            catchup.begin()  # a range starts: no measurement until it ends
+        elif len(slept) == 2:
+            assert asked == [ts(1)]
+            catchup.skipped()
+            position[0] = ts(2)  # the checkpoint moved
+        elif len(slept) == 3:
+            raise Stop
+
+    catchup = CatchUp(
+        CatchUpSettings(
+            JobSpec(tmp_path, "sqlite:///x"), backlog_threshold=5, backlog_interval=2.5
+        ),
+        sleep=sleep,
+    )
+    with pytest.raises(Stop):
+        await catchup.measure_backlog(count, lambda: position[0])
+    assert asked == [ts(1), ts(2)]
+    assert catchup.backlog == 3
+    assert slept == [2.5, 2.5, 2.5]
+
+
+async def test_a_measured_backlog_starts_a_catch_up_in_the_syncer(tmp_path: Path) -> None:
+    sink = RecordingSink()
+    syncer, queue, ckpt, catchup, job, txns = setup(
+        tmp_path, sink, [0], lag_threshold=0, backlog_threshold=2
+    )
+    b1 = rows(ts(NOW - 50), RowChange.insert(T, {"id": 1, "v": 1}))
+    b2 = rows(ts(NOW - 40), RowChange.insert(T, {"id": 2, "v": 1}))
+    b3 = rows(ts(NOW - 30), RowChange.insert(T, {"id": 3, "v": 1}))
+    await feed(queue, txns, b1)
+    await run_until(syncer, lambda: ckpt.applied_ts == b1.commit_ts)
+    assert job.ranges == []  # no measurement yet: streamed
+    catchup.observe_backlog(2)  # the pumps hold b2 and b3
+    await feed(queue, txns, b2, b3)
+    await run_until(syncer, lambda: catchup.phase is Phase.DONE)
+    assert job.ranges == [(b1.commit_ts, b3.commit_ts, 2)]
+    assert ckpt.applied_ts == b3.commit_ts
+    assert catchup.status()["trigger"] == "backlog 2 binlogs"
+
+
 def test_request_is_refused_while_one_is_under_way(tmp_path: Path) -> None:
     catchup = CatchUp(CatchUpSettings(JobSpec(tmp_path, "sqlite:///x")))
     assert catchup.request()
@@ -308,6 +395,23 @@ def test_settings(tmp_path: Path) -> None:
     )
     c = cfg.syncer.catchup
     assert (c.enabled, c.lag_threshold, c.master) == (True, 60.0, "local[2]")
+    assert (c.backlog_threshold, c.backlog_interval) == (0, 30.0)
+    cfg = load(
+        DrainerConfig,
+        [*argv, "--syncer-catchup-enabled", "--syncer-catchup-backlog-threshold", "50000"],
+        {"DRAINER_SYNCER_CATCHUP_BACKLOG_INTERVAL": "10"},
+        "DRAINER",
+    )
+    c = cfg.syncer.catchup
+    assert (c.backlog_threshold, c.backlog_interval) == (50_000, 10.0)
+    with pytest.raises(SettingsError) as bad:
+        load(
+            DrainerConfig,
+            [*argv, "--syncer-catchup-enabled", "--syncer-catchup-backlog-threshold", "-1"],
+            {},
+            "DRAINER",
+        )
+    assert "syncer.catchup.backlog-threshold" in str(bad.value)
     assert cfg.catchup_staging() == os.path.join(str(tmp_path), "catchup")
     with pytest.raises(SettingsError) as e:
         load(

@@ -70,3 +70,45 @@ def test_rbac_lets_the_driver_manage_executors() -> None:
     assert {"create", "delete", "watch", "list"} <= verbs["pods"]
     assert {"create", "delete"} <= verbs["services"] & verbs["configmaps"]
     assert verbs["persistentvolumeclaims"] == {"get", "list"}
+
+
+def test_rbac_covers_the_submission_client_and_nothing_secret() -> None:
+    """spark-submit server-side applies the driver's service, config maps and NetworkPolicy (an
+    apply that creates needs create and patch); the driver labels executor pods (patch)."""
+    verbs = {
+        (group, r): set(rule["verbs"])
+        for rule in DRIVER_RBAC
+        for group in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    for resource in ("pods", "services", "configmaps"):
+        assert {"create", "patch"} <= verbs["", resource]
+    assert verbs["networking.k8s.io", "networkpolicies"] == {"create", "patch", "delete"}
+    assert {r for _, r in verbs} == {
+        "pods",
+        "services",
+        "configmaps",
+        "persistentvolumeclaims",
+        "networkpolicies",
+    }
+
+
+def test_submission_credentials_and_waiting_are_rendered_only_when_given() -> None:
+    plain = conf_of(submit_args(SUB, "catchup", [], "/t.yaml", name="cu"))
+    assert plain["spark.kubernetes.submission.waitAppCompletion"] == "true"
+    assert not any(k.startswith("spark.kubernetes.authenticate.submission.") for k in plain)
+    assert not any(k.endswith("Env.PYTHONPATH") for k in plain)  # the template sets it once
+    sub = K8sSubmission(
+        "https://a:6443",
+        "ns",
+        "img",
+        submit_ca_file="/ca.crt",
+        submit_token_file="/token",
+        wait=False,
+    )
+    conf = conf_of(submit_args(sub, "catchup", [], "/t.yaml", name="cu"))
+    assert conf["spark.kubernetes.authenticate.submission.caCertFile"] == "/ca.crt"
+    assert conf["spark.kubernetes.authenticate.submission.oauthTokenFile"] == "/token"
+    assert conf["spark.kubernetes.submission.waitAppCompletion"] == "false"
+    (container,) = pod_template(sub)["spec"]["containers"]
+    assert container["env"] == [{"name": "PYTHONPATH", "value": "/app"}]
