@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -29,11 +30,41 @@ log = logging.getLogger(__name__)
 PIDS_FILE = "demo.pids"
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _listen_range() -> range:
+    """Ports to hand to children: just below the kernel's ephemeral range.
+
+    A port the kernel picked for ``bind(0)`` comes from the ephemeral range, which is also where
+    every outgoing connection on the machine takes its local port; between our pick and the
+    child's bind, a client connection (an etcd client, a MariaDB driver, a JVM) can take it, and
+    the child fails with EADDRINUSE. Ports below that range are only ever taken by listeners.
+    """
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default lower bound
+    return range(max(1024, low - 12000), low - 1)  # leaves room for p + 1
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1, outside the ephemeral range, that is free right now."""
+    ports = _listen_range()
+    for _ in range(200):
+        port = random.choice(ports)
+        if _bindable(port):
+            return port
+    raise DemoError("found no free port on 127.0.0.1", retriable=True)
 
 
 def free_port_pair() -> int:
@@ -42,16 +73,10 @@ def free_port_pair() -> int:
     A pump's HTTP API on gRPC port + 1 is tidb-binlog's default, and binlogctl
     finds it there without ``--status-addr``.
     """
-    for _ in range(100):
+    for _ in range(200):
         port = free_port()
-        if port >= 65535:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
+        if _bindable(port + 1):
+            return port
     raise DemoError("found no two adjacent free ports on 127.0.0.1", retriable=True)
 
 
