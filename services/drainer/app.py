@@ -40,6 +40,7 @@ from registry.status import NodeKind, NodeState, NodeStatus
 from servicekit.net import status_addr
 from servicekit.node import claim_node
 from services.drainer.api import CisternApi
+from services.drainer.backlog import PumpBacklog, grpc_asker
 from services.drainer.catchup import CatchUp, CatchUpSettings
 from services.drainer.catchup_job import JobSpec
 from services.drainer.checkpoint import FileCheckpoint, start_ts
@@ -109,6 +110,7 @@ class Drainer:
     feed: MergeFeed
     syncer: Syncer
     checkpointer: Checkpointer
+    backlog: PumpBacklog | None = None  # measures for ``backlog-threshold``, when set
 
     def status(self) -> NodeStatus:
         state = self.state.state
@@ -163,6 +165,7 @@ async def serve(
             def make_puller(pump_id: str, addr: str, from_ts: int, inbox: Inbox) -> Puller:
                 return Puller(pump_id, addr, cluster_id, from_ts, inbox, ssl_context=client_ssl)
 
+            catchup = make_catchup(cfg)
             syncer = Syncer(
                 merged,
                 sink,
@@ -170,8 +173,12 @@ async def serve(
                 converter.convert,
                 batch_rows=cfg.syncer.effective_batch_rows(),
                 safe_mode=cfg.syncer.safe_mode,
-                catchup=make_catchup(cfg),
+                catchup=catchup,
             )
+            backlog = None
+            if catchup is not None and catchup.settings.backlog_threshold > 0:
+                asker = grpc_asker(cluster_id, ssl_context=client_ssl)
+                backlog = PumpBacklog(NodeRegistry(kv), asker)
             drainer = Drainer(
                 cfg=cfg,
                 node_id=node_id,
@@ -182,6 +189,7 @@ async def serve(
                 feed=feed,
                 syncer=syncer,
                 checkpointer=checkpointer,
+                backlog=backlog,
             )
             final = await _run(drainer, sock, stop, stack, started, cluster_id, first)
             ctx.info("stopped at checkpoint %d; recorded state %s", checkpointer.saved_ts, final)
@@ -204,6 +212,8 @@ def make_catchup(cfg: DrainerConfig) -> CatchUp | None:
         CatchUpSettings(
             job,
             lag_threshold=c.lag_threshold,
+            backlog_threshold=c.backlog_threshold,
+            backlog_interval=c.backlog_interval,
             resume_lag=c.resume_lag,
             idle=c.idle,
             max_range_rows=c.max_range_rows,
@@ -285,6 +295,10 @@ async def _run(
         syncer = tg.create_task(d.syncer.run(), name="drainer-syncer")
         saver = tg.create_task(d.checkpointer.run(), name="drainer-checkpoint")
         watch_stop = tg.create_task(_on_stop(stop, d.state), name="drainer-stop-signal")
+        side = [watch_stop]
+        if d.backlog is not None and d.syncer.catchup is not None:
+            measure = d.syncer.catchup.measure_backlog(d.backlog, lambda: d.checkpointer.applied_ts)
+            side.append(tg.create_task(measure, name="drainer-backlog"))
         await d.collector.wait_ready()
         server, http_port = await _serve_edges(d, sock, stack)
         await heartbeat.beat_now()  # registered online before anyone is told we started
@@ -305,7 +319,8 @@ async def _run(
         await _beat_quietly(heartbeat)
         await _stop(d, server, intake, syncer, saver)
         beating.cancel()
-        watch_stop.cancel()
+        for task in side:
+            task.cancel()
     final = d.state.final()
     d.state.settle(final)
     await d.registry.update(NodeKind.DRAINER, d.status())

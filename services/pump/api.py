@@ -1,4 +1,5 @@
-"""gRPC edge of the pump: ``binlog.Pump`` (tipb wire) and ``binlogext.PumpBatch``.
+"""gRPC edge of the pump: ``binlog.Pump`` (tipb wire), ``binlogext.PumpBatch`` and
+``binlogext.PumpStats``.
 
 Converts messages and maps errors; the logic lives in ``intake`` and storage.
 Every RPC checks the cluster ID first, so a writer of another deployment
@@ -17,7 +18,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from services.pump.intake import Intake, Reason, WriteRefused
-from services.pump.storage import PulledBinlog
+from services.pump.storage import PulledBinlog, StorageError
 from wire.binlog import (
     Entity,
     Meta,
@@ -27,7 +28,14 @@ from wire.binlog import (
     WriteBinlogReq,
     WriteBinlogResp,
 )
-from wire.binlogext import PumpBatchBase, WriteBinlogsReq, WriteBinlogsResp
+from wire.binlogext import (
+    BacklogReq,
+    BacklogResp,
+    PumpBatchBase,
+    PumpStatsBase,
+    WriteBinlogsReq,
+    WriteBinlogsResp,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +50,10 @@ _STATUS = {
 
 class BinlogSource(Protocol):
     def pull(self, after_ts: int) -> AsyncIterator[PulledBinlog]: ...
+
+
+class BacklogSource(Protocol):
+    async def backlog(self, after_ts: int) -> tuple[int, int]: ...
 
 
 def check_cluster(expected: int, got: int) -> None:
@@ -102,3 +114,20 @@ class PumpBatchApi(PumpBatchBase):
             errmsgs=["" if e is None else str(e.message) for e in errors],
             codes=[0 if e is None else e.status.value for e in errors],
         )
+
+
+class PumpStatsApi(PumpStatsBase):
+    """``binlogext.PumpStats``: what this pump holds, for a drainer's backlog measurement."""
+
+    def __init__(self, cluster_id: int, source: BacklogSource) -> None:
+        self._cluster_id = cluster_id
+        self._source = source
+
+    async def backlog(self, backlog_req: BacklogReq) -> BacklogResp:
+        check_cluster(self._cluster_id, backlog_req.cluster_id)
+        try:
+            count, max_commit_ts = await self._source.backlog(backlog_req.after_ts)
+        except StorageError as e:
+            status = Status.UNAVAILABLE if e.retriable else Status.INTERNAL
+            raise GRPCError(status, f"cannot count the backlog: {e}") from e
+        return BacklogResp(count=count, max_commit_ts=max_commit_ts)

@@ -33,7 +33,7 @@ from registry.status import NodeKind, NodeState, NodeStatus
 from servicekit.net import status_addr
 from servicekit.node import claim_node
 from services.pump import lifecycle
-from services.pump.api import PumpApi, PumpBatchApi
+from services.pump.api import PumpApi, PumpBatchApi, PumpStatsApi
 from services.pump.config import PumpConfig
 from services.pump.http import routes
 from services.pump.intake import Intake
@@ -218,6 +218,7 @@ async def serve(
             handlers: list[object] = [
                 PumpApi(cluster_id, intake, storage),
                 PumpBatchApi(cluster_id, intake),
+                PumpStatsApi(cluster_id, storage),
             ]
             if member is not None:
                 handlers.append(TsoService(member))

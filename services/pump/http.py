@@ -2,7 +2,8 @@
 
 ``GET /status``, ``PUT /state/{nodeID}/{pause|close}``, ``GET /drainers``,
 ``GET /debug/binlog/{ts}``, ``POST /debug/gc/trigger`` with tidb-binlog's
-response shapes where it has them.
+response shapes where it has them; ``GET /backlog?after=TS`` (ours): the commits held above
+``TS``, the figure ``binlogext.PumpStats/Backlog`` gives a drainer.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from registry.registry import NodeRegistry
 from registry.status import NodeKind
 from servicekit.ops import add_state_route
 from services.pump.state import PumpState
-from services.pump.storage import Storage
+from services.pump.storage import Storage, StorageError
 from telemetry.http import ApiError, json_response
 from wire.binlog import Binlog, BinlogType, PrewriteValue
 
@@ -93,6 +94,19 @@ def routes(
         if payload is None:
             raise ApiError(404, f"no binlog stored under ts {ts}")
         return json_response({"ts": ts, "binlog": _binlog_doc(payload)})
+
+    @r.get("/backlog")
+    async def backlog(request: web.Request) -> web.Response:
+        raw = request.query.get("after", "0")
+        try:
+            after = int(raw)
+        except ValueError:
+            raise ApiError(400, f"after must be an integer commit ts, got {raw!r}") from None
+        try:
+            count, max_commit_ts = await storage.backlog(after)
+        except StorageError as e:
+            raise ApiError(503, f"cannot count the backlog: {e}") from e
+        return json_response({"after": after, "count": count, "max_commit_ts": max_commit_ts})
 
     @r.post("/debug/gc/trigger")
     async def gc(_: web.Request) -> web.Response:

@@ -61,6 +61,24 @@ class TsoResponse(betterproto.Message):
     count: int = betterproto.uint32_field(2)
 
 
+@dataclass(eq=False, repr=False)
+class BacklogReq(betterproto.Message):
+    cluster_id: int = betterproto.uint64_field(1)
+    after_ts: int = betterproto.int64_field(2)
+    """
+    Count the commits with afterTS < commit ts <= the pump's max commit ts.
+    """
+
+
+@dataclass(eq=False, repr=False)
+class BacklogResp(betterproto.Message):
+    count: int = betterproto.int64_field(1)
+    """Commit binlogs (fake binlogs not counted) in (afterTS, maxCommitTS]."""
+
+    max_commit_ts: int = betterproto.int64_field(2)
+    """The pump's max commit ts: everything up to it can be pulled now."""
+
+
 class PumpBatchStub(betterproto.ServiceStub):
     async def write_binlogs(
         self,
@@ -93,6 +111,25 @@ class TsoStub(betterproto.ServiceStub):
             "/binlogext.Tso/GetTimestamps",
             tso_request,
             TsoResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
+
+class PumpStatsStub(betterproto.ServiceStub):
+    async def backlog(
+        self,
+        backlog_req: "BacklogReq",
+        *,
+        timeout: Optional[float] = None,
+        deadline: Optional["Deadline"] = None,
+        metadata: Optional["MetadataLike"] = None
+    ) -> "BacklogResp":
+        return await self._unary_unary(
+            "/binlogext.PumpStats/Backlog",
+            backlog_req,
+            BacklogResp,
             timeout=timeout,
             deadline=deadline,
             metadata=metadata,
@@ -143,5 +180,28 @@ class TsoBase(ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 TsoRequest,
                 TsoResponse,
+            ),
+        }
+
+
+class PumpStatsBase(ServiceBase):
+
+    async def backlog(self, backlog_req: "BacklogReq") -> "BacklogResp":
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
+    async def __rpc_backlog(
+        self, stream: "grpclib.server.Stream[BacklogReq, BacklogResp]"
+    ) -> None:
+        request = await stream.recv_message()
+        response = await self.backlog(request)
+        await stream.send_message(response)
+
+    def __mapping__(self) -> Dict[str, grpclib.const.Handler]:
+        return {
+            "/binlogext.PumpStats/Backlog": grpclib.const.Handler(
+                self.__rpc_backlog,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                BacklogReq,
+                BacklogResp,
             ),
         }

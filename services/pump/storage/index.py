@@ -45,6 +45,7 @@ FROM binlog AS c LEFT JOIN binlog AS p ON c.kind = 1 AND p.ts = c.start_ts AND p
 WHERE c.ts > ? AND c.ts <= ? AND c.kind != 0
 ORDER BY c.ts LIMIT ?
 """
+_COUNT_COMMITS = "SELECT COUNT(*) FROM binlog WHERE ts > ? AND ts <= ? AND kind = 1"
 _DELETE = "DELETE FROM binlog WHERE ts IN (SELECT ts FROM binlog WHERE ts <= ? ORDER BY ts LIMIT ?)"
 
 
@@ -151,6 +152,14 @@ class Index:
             CommitRow(ts, kind, start, (fid, off, size), None if pf is None else (pf, po, ps))
             for ts, kind, start, fid, off, size, pf, po, ps in rows
         ]
+
+    async def count_commits(self, after: int, upto: int) -> int:
+        """Commit rows (kind 1) with ``after < ts <= upto``: one per transaction; prewrites
+        (kind 0) and fake binlogs (kind 2, start_ts == commit_ts) are not counted."""
+        if upto <= after:
+            return 0
+        rows = list(await self._r.execute_fetchall(_COUNT_COMMITS, (after, upto)))
+        return int(rows[0][0])
 
     async def lookup(self, ts: int) -> tuple[int, int, int] | None:
         rows = list(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from services.pump.sorter import Sorter
-from services.pump.storage.errors import StorageError, StorageFull
+from services.pump.storage.errors import StorageClosed, StorageError, StorageFull
 from services.pump.storage.index import Index, Meta
 from services.pump.storage.reader import PulledBinlog, Reader
 from services.pump.storage.recovery import catch_up, sort_item
@@ -258,6 +259,19 @@ class Storage:
                 raise
             for binlog in chunk:
                 yield binlog
+
+    async def backlog(self, after_ts: int) -> tuple[int, int]:
+        """(commits a puller after ``after_ts`` can pull now, the max commit ts): the
+        transactions with ``after_ts < commit_ts <= max_commit_ts``, fake binlogs not counted.
+        Below the GC ts nothing is held, so nothing is counted there. StorageClosed while
+        closing, StorageError if the index cannot be read."""
+        if self._closing:
+            raise StorageClosed("storage is closing")
+        upto = self._sorter.max_commit_ts
+        try:
+            return await self._index.count_commits(after_ts, upto), upto
+        except sqlite3.Error as e:
+            raise StorageError(f"cannot count the commits after {after_ts}: {e}") from e
 
     async def get(self, ts: int) -> bytes | None:
         """The stored binlog keyed by ``ts`` (prewrite: start_ts; commit: commit_ts)."""
