@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 # The one image every tributary component runs from: binlog-pump, binlog-drainer, binlog-tso,
 # binlogctl, reparo, binlog-workload and the Kubernetes operator
-# (`kopf run -m binlog_operator.handlers`). The helm chart and the operator's StatefulSets set
-# the command; the default prints the pump's help.
+# (`kopf run -m binlog_operator.handlers`), and the Spark jobs' driver and executor pods. The
+# helm chart and the operator's StatefulSets set the command; the default prints the pump's help.
 ARG PYTHON=3.11
 
 FROM python:${PYTHON}-slim AS build
@@ -38,4 +38,8 @@ USER 10001
 WORKDIR /var/lib/binlog
 # pump gRPC/HTTP, drainer gRPC/HTTP, capture HTTP, operator health
 EXPOSE 8250 8251 8249 8252 8300 8080
+# Spark on Kubernetes starts driver and executor pods from this image with the args `driver ...`
+# or `executor`; the entrypoint runs those (scripts/image-entrypoint) and passes any other
+# command through.
+ENTRYPOINT ["/app/scripts/image-entrypoint"]
 CMD ["binlog-pump", "--help"]
