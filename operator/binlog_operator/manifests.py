@@ -101,6 +101,7 @@ def _pumps(cluster: str, spec: ClusterSpec, replicas: int) -> list[Obj]:
         cfg,
         ports,
         spec.pumps.resources,
+        https=True,
     )
     return [
         config_map(name, lbl, "pump.toml", cfg),
@@ -116,7 +117,16 @@ def _drainer(cluster: str, spec: ClusterSpec, d: DrainerSpec) -> list[Obj]:
     ports = {"grpc": DRAINER_GRPC_PORT, "http": DRAINER_HTTP_PORT}
     command = ["binlog-drainer", "--config", f"{CONFIG_DIR}/drainer.toml"]
     command += _identity(name, DRAINER_GRPC_PORT)
-    pod = Pod(spec.image, spec.image_pull_policy, spec.tls_secret, command, cfg, ports, d.resources)
+    pod = Pod(
+        spec.image,
+        spec.image_pull_policy,
+        spec.tls_secret,
+        command,
+        cfg,
+        ports,
+        d.resources,
+        https=True,
+    )
     return [
         config_map(name, lbl, "drainer.toml", cfg),
         service(name, lbl, ports),

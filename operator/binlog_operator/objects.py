@@ -30,6 +30,7 @@ class Pod:
     ports: Mapping[str, int]  # must name an "http" port: probes and metrics
     resources: Mapping[str, Any]
     env: tuple[Obj, ...] = ()  # container env entries after POD_NAME and NAMESPACE
+    https: bool = False  # the http port serves TLS with client certificates (tls_secret's)
 
 
 def config_map(name: str, lbl: Mapping[str, str], key: str, text: str) -> Obj:
@@ -55,6 +56,16 @@ def service(name: str, lbl: Mapping[str, str], ports: Mapping[str, int]) -> Obj:
     }
 
 
+def _probe(pod: Pod, path: str) -> Obj:
+    """An ``httpGet`` on the http port; with client-certificate TLS, which the kubelet cannot
+    present, an exec of ``servicekit.probe`` in the pod with the mounted certificates."""
+    if not (pod.https and pod.tls_secret):
+        return {"httpGet": {"path": path, "port": "http"}}
+    url = f"https://127.0.0.1:{pod.ports['http']}{path}"
+    probe = ["python", "-m", "servicekit.probe", url, "--tls-dir", TLS_DIR]
+    return {"exec": {"command": probe}, "timeoutSeconds": 5}
+
+
 def stateful_set(
     name: str,
     lbl: Mapping[str, str],
@@ -74,6 +85,7 @@ def stateful_set(
         mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
         volumes.append({"name": "tls", "secret": {"secretName": pod.tls_secret}})
     http = "http"
+    scheme = "https" if pod.https and pod.tls_secret else "http"
     container: Obj = {
         "name": lbl["app.kubernetes.io/component"],
         "image": pod.image,
@@ -86,12 +98,8 @@ def stateful_set(
             *pod.env,
         ],
         "ports": [{"name": n, "containerPort": p} for n, p in pod.ports.items()],
-        "readinessProbe": {"httpGet": {"path": "/ready", "port": http}, "periodSeconds": 5},
-        "livenessProbe": {
-            "httpGet": {"path": "/health", "port": http},
-            "periodSeconds": 10,
-            "failureThreshold": 6,
-        },
+        "readinessProbe": {**_probe(pod, "/ready"), "periodSeconds": 5},
+        "livenessProbe": {**_probe(pod, "/health"), "periodSeconds": 10, "failureThreshold": 6},
         "resources": dict(pod.resources),
         "volumeMounts": mounts,
     }
@@ -113,6 +121,7 @@ def stateful_set(
                         "prometheus.io/scrape": "true",
                         "prometheus.io/port": str(pod.ports[http]),
                         "prometheus.io/path": "/metrics",
+                        "prometheus.io/scheme": scheme,
                     },
                 },
                 "spec": {

@@ -205,3 +205,23 @@ def test_tls_mounts_the_secret_and_points_the_configs_at_it() -> None:
     assert {"name": "tls", "secret": {"secretName": "binlog-tls"}} in pod["volumes"]
     text = objs[("ConfigMap", "c1-pump")]["data"]["pump.toml"]
     assert 'ssl-cert = "/etc/binlog/tls/tls.crt"' in text
+
+
+def test_with_tls_pumps_and_drainers_probe_themselves_with_the_certificates() -> None:
+    """The kubelet's httpGet presents no client certificate, which the TLS APIs require."""
+    objs = objects({**RAW, "tls": {"secretName": "binlog-tls"}})
+    for sts, port in [("c1-pump", 8251), ("c1-drainer-down", 8252)]:
+        tmpl = objs[("StatefulSet", sts)]["spec"]["template"]
+        (c,) = tmpl["spec"]["containers"]
+        assert c["readinessProbe"]["exec"]["command"] == [
+            *("python", "-m", "servicekit.probe"),
+            f"https://127.0.0.1:{port}/ready",
+            *("--tls-dir", "/etc/binlog/tls"),
+        ]
+        assert c["livenessProbe"]["exec"]["command"][3] == f"https://127.0.0.1:{port}/health"
+        assert tmpl["metadata"]["annotations"]["prometheus.io/scheme"] == "https"
+    # the captures' HTTP API has no TLS: plain probes, though the secret is mounted for pump:// URLs
+    (c,) = objs[("StatefulSet", "c1-capture")]["spec"]["template"]["spec"]["containers"]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    plain = objects()[("StatefulSet", "c1-pump")]["spec"]["template"]["spec"]["containers"][0]
+    assert plain["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
