@@ -20,6 +20,7 @@ from binlog_operator.configs import (
     DRAINER_HTTP_PORT,
     PUMP_GRPC_PORT,
     PUMP_HTTP_PORT,
+    TLS_DIR,
     drainer_toml,
     pump_toml,
 )
@@ -140,6 +141,9 @@ def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:
     command = ["binlog-cdc", "server", "--pd", pd, "--addr", f"0.0.0.0:{CAPTURE_PORT}"]
     command += ["--cluster-id", CAPTURE_CLUSTER_ID]
     command += ["--advertise-addr", f"$(POD_NAME).{name}.$(NAMESPACE).svc:{CAPTURE_PORT}"]
+    if spec.tls_secret:  # the HTTP API over mutual TLS, as the pumps' and drainers'
+        for key, file in (("ssl-ca", "ca.crt"), ("ssl-cert", "tls.crt"), ("ssl-key", "tls.key")):
+            command += [f"--security-{key}", f"{TLS_DIR}/{file}"]
     ports = {"http": CAPTURE_PORT}
     upstream = spec.captures.upstream
     env: tuple[Obj, ...] = ()
@@ -155,6 +159,7 @@ def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:
         ports,
         spec.captures.resources,
         env,
+        https=True,
     )
     return [service(name, lbl, ports), stateful_set(name, lbl, spec.captures.replicas, pod)]
 

@@ -31,6 +31,7 @@ from services.capture.state import FeedView
 from settings import split_host_port
 from sinks.registry import open_sink
 from telemetry.http import OpsServer
+from telemetry.tls import ALPN_HTTP, server_context
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,8 @@ async def serve(
             ),
             registry=metrics.registry,
             ready_fn=lambda: any(c.registered.is_set() for c in holder),
+            ssl_context=server_context(cfg.security, alpn=ALPN_HTTP),
+            allowed_cns=cfg.security.cert_allowed_cn,
         )
         http_port = await ops.start()
         stack.push_async_callback(ops.close)

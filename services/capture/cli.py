@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import ssl
 import sys
 import tomllib
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ from typing import Any
 
 from servicekit.main import run_service
 from services.capture.client import ApiClient, ClientError
+from settings import SecuritySettings
+from telemetry.tls import ALPN_HTTP, TlsError, client_context
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,6 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="binlog-cdc cli")
     p.add_argument("--server", default="127.0.0.1:8300", help="a capture's HTTP address")
+    p.add_argument("--ca", default="", help="CA certificate (PEM) of a TLS capture: speak HTTPS")
+    p.add_argument("--cert", default="", help="client certificate (PEM) the capture requires")
+    p.add_argument("--key", default="", help="the client certificate's key (PEM)")
     groups = p.add_subparsers(dest="group", required=True)
     feed = groups.add_parser("changefeed").add_subparsers(dest="action", required=True)
     for action in ("create", "list", "query", "pause", "resume", "update", "remove"):
@@ -114,10 +120,24 @@ def _request(a: argparse.Namespace) -> tuple[str, str, object, dict[str, str] | 
     return "GET", path, None, ns  # query
 
 
-async def _call(server: str, request: tuple[str, str, object, dict[str, str] | None]) -> Any:
+async def _call(
+    server: str,
+    request: tuple[str, str, object, dict[str, str] | None],
+    tls: ssl.SSLContext | None,
+) -> Any:
     method, path, body, query = request
-    async with ApiClient(server) as client:
+    async with ApiClient(server, ssl_context=tls) as client:
         return await client.call(method, path, body, query)
+
+
+def _tls(a: argparse.Namespace) -> ssl.SSLContext | None:
+    """HTTPS with ``--ca`` (and a client certificate with ``--cert``/``--key``); the capture's
+    certificate is checked against the CA but not its name, as the services' clients do."""
+    security = SecuritySettings(ssl_ca=a.ca, ssl_cert=a.cert, ssl_key=a.key)
+    problems = [f"--{key.removeprefix('ssl-')}: {why}" for key, why in security.validate()]
+    if problems:
+        raise TlsError("; ".join(problems))
+    return client_context(security, alpn=ALPN_HTTP, check_hostname=False)
 
 
 def _cli(argv: Sequence[str]) -> int:
@@ -128,7 +148,12 @@ def _cli(argv: Sequence[str]) -> int:
         print(f"binlog-cdc cli: cannot read the config: {e}", file=sys.stderr)
         return 2
     try:
-        result = asyncio.run(_call(args.server, request))
+        tls = _tls(args)
+    except TlsError as e:
+        print(f"binlog-cdc cli: {e}", file=sys.stderr)
+        return 2
+    try:
+        result = asyncio.run(_call(args.server, request, tls))
     except ClientError as e:
         print(f"binlog-cdc cli: {e}", file=sys.stderr)
         return 1

@@ -7,6 +7,7 @@ could not be reached) and the server's message.
 from __future__ import annotations
 
 import json
+import ssl
 from types import TracebackType
 from typing import Any
 
@@ -21,9 +22,16 @@ class ClientError(Exception):
 
 
 class ApiClient:
-    def __init__(self, server: str, timeout: float = 30.0) -> None:
-        self._base = server.rstrip("/") if "://" in server else f"http://{server.rstrip('/')}"
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+    def __init__(
+        self, server: str, timeout: float = 30.0, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
+        scheme = "https" if ssl_context is not None else "http"
+        base = server.rstrip("/")
+        self._base = base if "://" in base else f"{scheme}://{base}"
+        connector = aiohttp.TCPConnector(ssl=ssl_context if ssl_context is not None else True)
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=timeout), connector=connector
+        )
 
     async def __aenter__(self) -> ApiClient:
         return self

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from services.capture.keys import valid_id
-from settings import DURATION, HOST_PORT, URL_LIST, choice, setting
+from settings import DURATION, HOST_PORT, URL_LIST, SecuritySettings, choice, group, setting
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class CaptureConfig:
     )
     log_format: str = setting("text", "log format", kind=choice("text", "json"))
     log_file: str = setting("", "log file (default: stderr)")
+    security: SecuritySettings = group(SecuritySettings, "TLS for the HTTP API")
 
     @property
     def advertise(self) -> str:

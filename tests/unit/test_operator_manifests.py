@@ -207,10 +207,10 @@ def test_tls_mounts_the_secret_and_points_the_configs_at_it() -> None:
     assert 'ssl-cert = "/etc/binlog/tls/tls.crt"' in text
 
 
-def test_with_tls_pumps_and_drainers_probe_themselves_with_the_certificates() -> None:
+def test_with_tls_every_component_probes_itself_with_the_certificates() -> None:
     """The kubelet's httpGet presents no client certificate, which the TLS APIs require."""
     objs = objects({**RAW, "tls": {"secretName": "binlog-tls"}})
-    for sts, port in [("c1-pump", 8251), ("c1-drainer-down", 8252)]:
+    for sts, port in [("c1-pump", 8251), ("c1-drainer-down", 8252), ("c1-capture", 8300)]:
         tmpl = objs[("StatefulSet", sts)]["spec"]["template"]
         (c,) = tmpl["spec"]["containers"]
         assert c["readinessProbe"]["exec"]["command"] == [
@@ -220,8 +220,12 @@ def test_with_tls_pumps_and_drainers_probe_themselves_with_the_certificates() ->
         ]
         assert c["livenessProbe"]["exec"]["command"][3] == f"https://127.0.0.1:{port}/health"
         assert tmpl["metadata"]["annotations"]["prometheus.io/scheme"] == "https"
-    # the captures' HTTP API has no TLS: plain probes, though the secret is mounted for pump:// URLs
     (c,) = objs[("StatefulSet", "c1-capture")]["spec"]["template"]["spec"]["containers"]
-    assert c["readinessProbe"]["httpGet"] == {"path": "/ready", "port": "http"}
+    tls_args = c["args"][c["args"].index("--security-ssl-ca") :]
+    assert tls_args == [
+        *("--security-ssl-ca", "/etc/binlog/tls/ca.crt"),
+        *("--security-ssl-cert", "/etc/binlog/tls/tls.crt"),
+        *("--security-ssl-key", "/etc/binlog/tls/tls.key"),
+    ]
     plain = objects()[("StatefulSet", "c1-pump")]["spec"]["template"]["spec"]["containers"][0]
     assert plain["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
