@@ -2,7 +2,10 @@
 
 The request is tipb's: ``PullBinlogReq{cluster_id, start_from: Pos{offset: last
 commit ts}}``; the pump answers with every commit (its prewrite's data
-attached) and fake binlog above that ts, in order, and keeps streaming.
+attached) and fake binlog above that ts, in order, and keeps streaming. The
+stream is read by ``services.drainer.pullstream`` (a lean HTTP/2 client for
+this one call) and each response by the one-pass ``wire.views`` decoder:
+grpclib and betterproto objects cost more than the rest of pulling.
 
 Invariants:
 - ``last_ts`` is the commit ts of the last item handed to the inbox, and every
@@ -18,37 +21,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any, NoReturn, cast
-
-from grpclib.client import Channel
-from grpclib.encoding.proto import ProtoCodec
+from typing import NoReturn
 
 from services.drainer.errors import MalformedPayload
 from services.drainer.feed import Inbox
 from services.drainer.item import PulledBinlogItem
+from services.drainer.pullstream import pull_messages
 from settings.parsers import split_host_port
-from wire.binlog import Pos, PullBinlogReq, PullBinlogResp, PumpStub
+from wire.binlog import Pos, PullBinlogReq, PullBinlogResp
 from wire.peek import MalformedBinlog, peek
 from wire.views import MalformedMessage, PullBinlogRespView, parse_pull_response
 
 log = logging.getLogger(__name__)
 
 RETRY_INTERVAL = 1.0  # seconds before reconnecting after an error or a closed stream
-
-
-class PullCodec(ProtoCodec):
-    """grpclib's protobuf codec, but the pull stream's responses are read by the one-pass
-    ``wire.views`` decoder (betterproto objects cost more than the rest of pulling)."""
-
-    def decode(self, data: bytes, message_type: Any) -> Any:
-        if message_type is PullBinlogResp:
-            try:
-                return parse_pull_response(data)
-            except MalformedMessage as e:
-                raise MalformedPayload(f"a pump sent an unreadable PullBinlogResp: {e}") from e
-        return super().decode(data, message_type)
+PULL_PATH = "/binlog.Pump/PullBinlogs"
 
 
 def to_item(node_id: str, resp: PullBinlogResp | PullBinlogRespView) -> PulledBinlogItem:
@@ -129,24 +117,18 @@ class Puller:
 
     async def _pull(self) -> None:
         host, port = split_host_port(self.addr)
-        channel = Channel(host, port, ssl=self._ssl, codec=PullCodec())
-        try:
-            request = PullBinlogReq(
-                cluster_id=self._cluster_id, start_from=Pos(offset=self._last_ts)
-            )
-            log.info(
-                "pulling pump %s at %s after commit ts %d", self.node_id, self.addr, self._last_ts
-            )
-            responses = cast(
-                AsyncGenerator[PullBinlogResp, None], PumpStub(channel).pull_binlogs(request)
-            )
-            async with aclosing(responses) as stream:
-                async for resp in stream:
-                    item = to_item(self.node_id, resp)
-                    await self._inbox.put(item)
-                    self._last_ts = max(self._last_ts, item.commit_ts)
-                    self.received += 1
-                    if self.paused:
-                        return
-        finally:
-            channel.close()
+        request = PullBinlogReq(cluster_id=self._cluster_id, start_from=Pos(offset=self._last_ts))
+        log.info("pulling pump %s at %s after commit ts %d", self.node_id, self.addr, self._last_ts)
+        messages = pull_messages(host, port, PULL_PATH, bytes(request), ssl_context=self._ssl)
+        async with aclosing(messages) as stream:
+            async for message in stream:
+                try:
+                    resp = parse_pull_response(message)
+                except MalformedMessage as e:
+                    raise MalformedPayload(f"a pump sent an unreadable PullBinlogResp: {e}") from e
+                item = to_item(self.node_id, resp)
+                await self._inbox.put(item)
+                self._last_ts = max(self._last_ts, item.commit_ts)
+                self.received += 1
+                if self.paused:
+                    return
