@@ -151,10 +151,25 @@ class RowChange:
     def __post_init__(self) -> None:
         if (self.kind is RowKind.UPDATE) != (self.old_values is not None):
             raise ValueError(f"{self.kind.value} on {self.table.qualified}: old values mismatch")
+        known = self.table._by_name.keys()
         for row in (self.values, self.old_values or {}):
-            unknown = [c for c in row if not self.table.has_column(c)]
-            if unknown:
+            if not row.keys() <= known:
+                unknown = [c for c in row if c not in known]
                 raise ValueError(f"{self.table.qualified}: unknown columns {unknown}")
+
+    @classmethod
+    def decoded(
+        cls, kind: RowKind, table: TableInfo, values: Row, old_values: Row | None = None
+    ) -> RowChange:
+        """A row change without the checks of ``__init__``, for the hot path of decoders whose
+        rows hold only ``table``'s columns by construction (old values exactly for updates).
+        Everyone else builds row changes the checked way."""
+        self = cls.__new__(cls)
+        _set_kind(self, kind)
+        _set_table(self, table)
+        _set_values(self, values)
+        _set_old_values(self, old_values)
+        return self
 
     @classmethod
     def insert(cls, table: TableInfo, values: Row) -> RowChange:
@@ -167,6 +182,12 @@ class RowChange:
     @classmethod
     def delete(cls, table: TableInfo, old: Row) -> RowChange:
         return cls(RowKind.DELETE, table, old)
+
+
+# The slot setters of RowChange: ``decoded`` fills a frozen instance without ``__init__``.
+_set_kind, _set_table, _set_values, _set_old_values = (
+    RowChange.__dict__[name].__set__ for name in ("kind", "table", "values", "old_values")
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,6 +138,9 @@ def parse_binlog(buf: bytes) -> BinlogView:
 
 def _repeated_ints(into: list[int], number: int, value: int | bytes) -> None:
     """One element (unpacked) or a packed run of them: field 4 int64, field 7 int32."""
+    if isinstance(value, bytes) and value.isascii():  # every varint one byte: 0 to 127
+        into.extend(value)  # (a packed ``sequence``: the bytes are the mutation types)
+        return
     items = _varints(value) if isinstance(value, bytes) else [value]
     into.extend(_int32(v) if number == 7 else _int64(v) for v in items)
 

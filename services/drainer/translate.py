@@ -50,6 +50,8 @@ _INSERT, _UPDATE, _DELETE = MutationType.Insert, MutationType.Update, MutationTy
 _INS, _UPD, _DEL = RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE
 _NAMES = {_INSERT: "insert", _UPDATE: "update", _DELETE: "delete"}
 _View = TypeVar("_View", BinlogView, PrewriteValueView)
+# The decoder gives only the table's columns (old and new alike for updates): no re-checks.
+_decoded = RowChange.decoded
 
 
 class TranslateError(DrainerError):
@@ -192,7 +194,7 @@ def _mutation_rows(mut: TableMutationView, table: TrackedTable, tz: dt.tzinfo) -
         _check_sequence(mut)
     try:
         if len(inserted) == len(seq):
-            return [RowChange(_INS, sink, decoder.inserted(r)) for r in inserted]
+            return [_decoded(_INS, sink, decoder.inserted(r)) for r in inserted]
         streams = {_INSERT: iter(inserted), _UPDATE: iter(updated), _DELETE: iter(deleted)}
         return [_row_change(kind, next(streams[kind]), decoder, sink) for kind in seq]
     except CodecError:
@@ -230,8 +232,8 @@ def _check_rows(mut: TableMutationView, decoder: Decoder) -> None:
 
 def _row_change(kind: int, row: bytes, decoder: Decoder, sink: TableInfo) -> RowChange:
     if kind == _INSERT:
-        return RowChange(_INS, sink, decoder.inserted(row))
+        return _decoded(_INS, sink, decoder.inserted(row))
     if kind == _UPDATE:
         old, new = decoder.updated(row)
-        return RowChange(_UPD, sink, new, old)
-    return RowChange(_DEL, sink, decoder.deleted(row))
+        return _decoded(_UPD, sink, new, old)
+    return _decoded(_DEL, sink, decoder.deleted(row))

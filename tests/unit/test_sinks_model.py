@@ -61,8 +61,25 @@ def test_row_changes_check_kind_and_columns() -> None:
         RowChange(RowKind.UPDATE, T, {"id": 1})
     with pytest.raises(ValueError):
         RowChange(RowKind.INSERT, T, {"id": 1}, {"id": 0})
-    with pytest.raises(ValueError, match="unknown columns"):
+    with pytest.raises(ValueError, match=r"unknown columns \['nope'\]"):
         RowChange.insert(T, {"nope": 1})
+    with pytest.raises(ValueError, match=r"unknown columns \['x'\]"):
+        RowChange.update(T, {"id": 1, "x": 0}, {"id": 1})
+
+
+def test_decoded_row_changes_skip_the_checks_and_equal_checked_ones() -> None:
+    old: dict[str, SqlValue] = {"id": 1, "note": "a"}
+    new: dict[str, SqlValue] = {"id": 1, "note": "b"}
+    decoded = RowChange.decoded(RowKind.UPDATE, T, new, old)
+    assert decoded == RowChange.update(T, old, new)
+    assert (decoded.kind, decoded.table, decoded.values, decoded.old_values) == (
+        RowKind.UPDATE, T, new, old,
+    )  # fmt: skip
+    assert RowChange.decoded(RowKind.INSERT, T, new) == RowChange.insert(T, new)
+    with pytest.raises(AttributeError):  # still frozen
+        decoded.values = {}  # type: ignore[misc]
+    # No checks: the caller vouches for the columns (a decoder built from the table).
+    assert RowChange.decoded(RowKind.INSERT, T, {"nope": 1}).values == {"nope": 1}
 
 
 def test_txn_is_rows_or_ddl_with_sane_timestamps() -> None:

@@ -91,6 +91,20 @@ def test_unpacked_sequence_as_proto2_writers_send_it() -> None:
     assert (m.table_id, m.sequence) == (5, [0, 1])
 
 
+def test_packed_ints_of_one_byte_and_of_more() -> None:
+    # One-byte varints are read straight from the bytes; longer ones (300, -1 as int32, -7 as
+    # int64: ten bytes each) through the varint reader, in the same packed run.
+    seq = [MutationType(k) for k in (0, 2, 1)]
+    m = TableMutation(table_id=1, deleted_ids=[5, 127, -7, 1 << 40], sequence=seq)
+    (got,) = parse_prewrite_value(bytes(PrewriteValue(mutations=[m]))).mutations
+    assert (got.deleted_ids, got.sequence) == ([5, 127, -7, 1 << 40], [0, 2, 1])
+    minus_one = bytes([0xFF] * 9 + [0x01])
+    packed = bytes([0x00, 0xAC, 0x02]) + minus_one + bytes([0x7F])  # 0, 300, -1, 127
+    data = bytes([0x3A, len(packed)]) + packed
+    (got,) = parse_prewrite_value(bytes([0x12, len(data)]) + data).mutations
+    assert got.sequence == [0, 300, -1, 127]
+
+
 @pytest.mark.parametrize(
     "data",
     [
