@@ -116,14 +116,21 @@ def compact(changes: Sequence[RowChange], *, safe: bool = False) -> Compacted:
     fails downstream as the changes one by one would (in safe mode both ways agree).
     """
     tables: dict[tuple[str, str], _Table] = {}
+    unkeyed = False  # a change of a table without a primary key was seen
+    last: TableInfo | None = None
+    acc: _Table | None = None
     for change in changes:
         t = change.table
-        if not t.primary_key:
-            continue
-        acc = tables.get((t.schema, t.table))
+        if t is not last:  # runs of one table are the rule: look it up once per run
+            last, acc = t, None
+            if t.primary_key:
+                acc = tables.get((t.schema, t.table))
+                if acc is None:
+                    acc = tables[(t.schema, t.table)] = _Table(t)
+                acc.table = t  # the latest definition writes the rows
         if acc is None:
-            acc = tables[(t.schema, t.table)] = _Table(t)
-        acc.table = t  # the latest definition writes the rows
+            unkeyed = True
+            continue
         if change.kind is RowKind.INSERT:
             acc.set(change.values, True, was_present=False)
         elif change.kind is RowKind.DELETE:
@@ -135,6 +142,8 @@ def compact(changes: Sequence[RowChange], *, safe: bool = False) -> Compacted:
                 acc.set(change.values, True, was_present=False)
             else:
                 acc.set(change.values, True, was_present=True)
-    kept = {name: acc for name, acc in tables.items() if acc.faithful or safe}
+    kept = {name: a for name, a in tables.items() if a.faithful or safe}
+    if not unkeyed and len(kept) == len(tables):
+        return Compacted(tuple(a.result(safe) for a in kept.values()), ())
     in_order = tuple(c for c in changes if (c.table.schema, c.table.table) not in kept)
     return Compacted(tuple(a.result(safe) for a in kept.values()), in_order)

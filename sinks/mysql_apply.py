@@ -77,9 +77,7 @@ async def run_transaction(
     """``stmts`` in one downstream transaction, for the upstream transactions with commit ts in
     the range ``ts``; on a non-retriable error, blame one of ``groups()``."""
     try:
-        await conn.begin()
-        await conn.run(stmts)
-        await conn.commit()
+        await conn.transaction(stmts)
     except DRIVER_ERRORS as e:
         if error_code(e) in LOCK_CODES:
             await conn.rollback_quietly()  # after 1205 the transaction is still open

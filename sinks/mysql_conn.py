@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,10 @@ def sink_error(what: str, e: BaseException) -> SinkError:
     return SinkError(f"mysql sink: {what}: {e}", retriable=is_retriable(e))
 
 
+# Characters of statements sent as one multi-statement query: well under the 16 MiB default
+# max_allowed_packet of MySQL and MariaDB (statements of values are cut at about 1 MiB).
+MAX_QUERY = 4 << 20
+
 # What the apply paths catch: driver errors and socket trouble (asyncmy lets some through).
 DRIVER_ERRORS = (MySQLError, OSError)
 
@@ -126,6 +130,22 @@ class Session:
             async with asyncio.timeout(self._timeout):
                 await self._cur.execute(s.sql, s.args)
 
+    async def transaction(self, stmts: Sequence[Statement]) -> None:
+        """``stmts`` in one transaction: BEGIN and the statements (each formatted with its
+        parameters by the driver) in as few multi-statement queries as ``MAX_QUERY`` allows,
+        then COMMIT: two round trips for a usual batch, whatever its number of statements.
+        COMMIT goes only once every statement succeeded, so a connection lost or dropped
+        before it leaves nothing committed. The server stops at a failing statement with the
+        transaction still open (the caller rolls it back)."""
+        cur = self._cur
+        for text in queries(["BEGIN", *[cur.mogrify(s.sql, s.args) for s in stmts]]):
+            async with asyncio.timeout(self._timeout):
+                await cur.execute(text)
+                while await cur.nextset():
+                    pass
+        async with asyncio.timeout(self._timeout):
+            await self._conn.commit()
+
     async def begin(self) -> None:
         async with asyncio.timeout(self._timeout):
             await self._conn.begin()
@@ -152,6 +172,20 @@ class Session:
                 await self._conn.ensure_closed()
         except DRIVER_ERRORS:
             self._conn.close()
+
+
+def queries(texts: Sequence[str], limit: int = MAX_QUERY) -> Iterator[str]:
+    """``texts`` joined into multi-statement queries of at most ``limit`` characters (a longer
+    statement is a query of its own), in order: ``["a", "bb", "c"]`` with limit 5 gives
+    ``"a;\\nbb"`` and ``"c"``."""
+    start, size = 0, 0
+    for i, text in enumerate(texts):
+        if i > start and size + len(text) > limit:
+            yield ";\n".join(texts[start:i])
+            start, size = i, 0
+        size += len(text) + 2
+    if start < len(texts):
+        yield ";\n".join(texts[start:])
 
 
 async def connect(p: ConnectParams) -> Session:

@@ -21,11 +21,16 @@ MAX_ROWS = 1000
 MAX_BYTES = 1 << 20
 
 
+_SIZED = (str, bytes)
+
+
 def row_size(row: Row) -> int:
-    """A rough size of a row's values in a statement (text and binary by length)."""
-    n = 4 * len(row)
+    """A rough size of a row's values in a statement: 4 bytes a value, plus text and binary by
+    length, anything else 8 (written as 12 a value, corrected for the sized ones)."""
+    n = 12 * len(row)
     for v in row.values():
-        n += len(v) if isinstance(v, str | bytes) else 8
+        if isinstance(v, _SIZED):
+            n += len(v) - 8
     return n
 
 
@@ -33,13 +38,12 @@ def chunks(rows: Sequence[Row], max_rows: int, max_bytes: int) -> Iterator[Seque
     """Consecutive runs of ``rows`` with the same columns, at most ``max_rows`` rows and about
     ``max_bytes`` each (a single bigger row is a chunk of its own)."""
     start, size = 0, 0
+    keys = rows[0].keys() if rows else None
     for i, r in enumerate(rows):
         n = row_size(r)
-        if i > start and (
-            i - start >= max_rows or size + n > max_bytes or r.keys() != rows[start].keys()
-        ):
+        if i > start and (i - start >= max_rows or size + n > max_bytes or r.keys() != keys):
             yield rows[start:i]
-            start, size = i, 0
+            start, size, keys = i, 0, r.keys()
         size += n
     if start < len(rows):
         yield rows[start:]

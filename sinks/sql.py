@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 
 from sinks.model import Ddl, Row, RowChange, RowKind, SqlValue, TableInfo
 
@@ -71,14 +73,17 @@ def insert(d: Dialect, t: TableInfo, rows: Sequence[Row], *, replace: bool = Fal
     """One (multi-row) INSERT or REPLACE; every row must have the same columns."""
     if not rows:
         raise ValueError("insert needs at least one row")
-    names = [c for c in t.column_names if c in rows[0]]
-    if any(len(r) != len(names) or any(c not in r for c in names) for r in rows):
+    first = rows[0].keys()
+    names = [c for c in t.column_names if c in first]
+    if len(names) != len(first) or not all(r.keys() == first for r in rows):
         raise ValueError(f"{t.qualified}: rows of one INSERT must have the same columns")
     one = "(" + ",".join([d.placeholder] * len(names)) + ")"
     verb = "REPLACE" if replace else "INSERT"
     cols = ",".join(quote(d, c) for c in names)
     sql = f"{verb} INTO {_table(d, t)} ({cols}) VALUES {','.join([one] * len(rows))}"
-    return Statement(sql, tuple(r[c] for r in rows for c in names))
+    if len(names) == 1:
+        return Statement(sql, tuple(r[names[0]] for r in rows))
+    return Statement(sql, tuple(chain.from_iterable(map(itemgetter(*names), rows))))
 
 
 def _where(d: Dialect, t: TableInfo, row: Row) -> tuple[str, tuple[SqlValue, ...]]:
