@@ -7,12 +7,20 @@ exits at once.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 
 from servicekit.main import run_service
 from services.drainer.app import serve
 from services.drainer.config import DrainerConfig
 
+# The drainer makes and drops millions of short-lived row objects and almost no reference cycles:
+# with the default thresholds the cyclic collector ran often enough to take about a tenth of its
+# CPU. Modules and settings loaded at start-up are frozen out of collection altogether.
+GC_THRESHOLDS = (50_000, 20, 100)
+
 
 def main(argv: Sequence[str] | None = None) -> int:
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
     return run_service("binlog-drainer", DrainerConfig, "DRAINER", serve, argv)
