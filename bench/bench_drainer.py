@@ -321,6 +321,8 @@ async def measure(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any],
                     await write_all(up, values)
                     write_s = time.perf_counter() - t0
                     sink = db.dsn() + "?consistent=true"
+                    pump_pids = [p.child.pid for p in cluster.pumps]
+                    pumps_cpu0 = sum(cpu_seconds(pid) for pid in pump_pids)
                     t0 = time.perf_counter()
                     drainer = await cluster.start_drainer(
                         sink, extra=["--initial-commit-ts", str(first)]
@@ -332,6 +334,7 @@ async def measure(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any],
                         await wait_checkpoint(conn, up.last_commit, args.timeout)
                         elapsed = time.perf_counter() - t0
                         cpu = cpu_seconds(drainer.child.pid)
+                        pumps_cpu = sum(cpu_seconds(pid) for pid in pump_pids) - pumps_cpu0
                         latencies = await steady(up, conn, args.rate, args.seconds)
                     finally:
                         conn.close()
@@ -348,6 +351,7 @@ async def measure(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any],
         "drainer_peak_rss_mib": round(rss, 1),
         "drainer_cpu_s": round(cpu, 1),
         "drainer_rows_per_cpu_s": round(args.rows / cpu),
+        "pumps_cpu_s_while_draining": round(pumps_cpu, 1),
         "target_rows_per_s": 30000,
         "target_ratio": 0.5,
     }
