@@ -125,8 +125,11 @@ class RunningDrainer:
 
 
 @asynccontextmanager
-async def running_drainer(cfg: DrainerConfig, sink: RecordingSink) -> AsyncIterator[RunningDrainer]:
-    """Serve a drainer in this event loop; stop it on exit and surface its failure."""
+async def running_drainer(
+    cfg: DrainerConfig, sink: RecordingSink | None = None
+) -> AsyncIterator[RunningDrainer]:
+    """Serve a drainer in this event loop (on ``sink``, else its configured downstream); stop
+    it on exit and surface its failure."""
     stop = asyncio.Event()
     ready: asyncio.Future[Started] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(

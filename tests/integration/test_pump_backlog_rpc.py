@@ -10,10 +10,7 @@ import asyncio
 import contextlib
 import dataclasses
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from grpclib.client import Channel
@@ -24,16 +21,15 @@ from coord.cluster_id import read_cluster_id
 from coord.etcd import EtcdKv
 from pumpclient import PumpsClient
 from registry.registry import NodeRegistry
-from services.drainer.app import Started, serve
 from services.drainer.backlog import PumpBacklog, grpc_asker
-from services.drainer.config import CatchUpConfig, DrainerConfig, SyncerConfig
+from services.drainer.config import CatchUpConfig, SyncerConfig
 from tests.integration.test_drainer_pumps import (
     FAST_PUMP,
     VERSION,
-    RunningDrainer,
     create_table,
     drainer_config,
     row_value,
+    running_drainer,
     until,
     write_direct,
 )
@@ -105,27 +101,6 @@ async def test_grpc_and_http_count_the_commits_above_a_ts(
         await asyncio.to_thread(pump.terminate)
 
 
-@asynccontextmanager
-async def serving_drainer(cfg: DrainerConfig) -> AsyncIterator[RunningDrainer]:
-    """A drainer on its configured downstream, in this event loop; stopped on exit."""
-    stop = asyncio.Event()
-    ready: asyncio.Future[Started] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(serve(cfg, stop, ready.set_result), name="test-drainer-backlog")
-    waiters: set[asyncio.Future[Any]] = {task, ready}
-    done, _ = await asyncio.wait(waiters, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        task.result()
-        raise RuntimeError("drainer exited before it started")
-    if ready not in done:
-        task.cancel()
-        raise TimeoutError("drainer did not start within 60 s")
-    try:
-        yield RunningDrainer(ready.result(), stop, task)
-    finally:
-        stop.set()
-        await asyncio.wait_for(asyncio.shield(task), 30)
-
-
 async def test_drainer_status_shows_the_backlog_measured_from_the_pumps(
     etcd: EtcdProcess, tmp_path: Path
 ) -> None:
@@ -151,7 +126,7 @@ async def test_drainer_status_shows_the_backlog_measured_from_the_pumps(
     ):
         version = await create_table(kv)
         assert version == VERSION
-        async with serving_drainer(cfg) as drainer:
+        async with running_drainer(cfg) as drainer:
 
             async def backlog_is(n: int) -> bool:
                 status = await drainer.get("/status")
