@@ -184,8 +184,8 @@ def test_a_blocked_scale_down_and_a_bad_spec_are_reported(
         assert degraded["reason"] == "ScaleDownFailed"
         assert "no address for" in degraded["message"] and "c2-pump-1" in degraded["message"]
         assert replicas(kube, ns, "c2-pump") == 2  # left as it was
-        events = kube.get("events", "-n", ns, "--field-selector", "reason=ScaleDownFailed")
-        assert events["items"] and events["items"][0]["type"] == "Warning"
+        warned = eventually(lambda: events(kube, ns, "ScaleDownFailed"), "ScaleDownFailed event")
+        assert warned[0]["type"] == "Warning"
 
         bad = cluster("c3", etcd.endpoint, 1, drainers=[{"name": "d", "sinkURI": "nowhere"}])
         apply(kube, ns, bad)
@@ -197,12 +197,7 @@ def test_a_blocked_scale_down_and_a_bad_spec_are_reported(
 
         # deletion is blocked too while the pump cannot be closed; the escape hatch releases it
         kube.kubectl("delete", "bc", "c2", "-n", ns, "--wait=false")
-        blocked = eventually(
-            lambda: kube.get("events", "-n", ns, "--field-selector", "reason=TeardownBlocked")[
-                "items"
-            ],
-            "TeardownBlocked event",
-        )
+        blocked = eventually(lambda: events(kube, ns, "TeardownBlocked"), "TeardownBlocked event")
         assert "c2-pump-1" in blocked[0]["message"]
         assert kube.get("bc", "c2", "-n", ns) is not None
         kube.kubectl("annotate", "bc", "c2", "-n", ns, "binlog.io/skip-pump-offline=true")
@@ -394,10 +389,11 @@ def deleting(kube: KubeApiServer, ns: str, kind: str, name: str) -> bool:
 
 
 def events(kube: KubeApiServer, ns: str, reason: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = kube.get(
-        "events", "-n", ns, "--field-selector", f"reason={reason}"
-    )["items"]
-    return found
+    """The namespace's events with ``reason``; [] when there are none (kubectl then prints
+    nothing at all, as ``get`` answers for an empty list with ``--ignore-not-found``)."""
+    found = kube.get("events", "-n", ns, "--field-selector", f"reason={reason}")
+    items: list[dict[str, Any]] = found["items"] if found else []
+    return items
 
 
 @pytest.mark.timeout(300)
@@ -497,7 +493,10 @@ async def test_changefeeds_are_reported_and_a_removed_drainer_goes_offline_befor
                 )
                 assert degraded["status"] == "True"
                 assert "c5-drainer-old-0" in degraded["message"]
-                assert events(kube, ns, "DrainerRemovalFailed")[0]["type"] == "Warning"
+                warned = await eventually_async(
+                    lambda: events(kube, ns, "DrainerRemovalFailed"), "DrainerRemovalFailed event"
+                )
+                assert warned[0]["type"] == "Warning"
                 for kind in ("statefulset", "service", "configmap"):
                     assert exists(kube, ns, kind, "c5-drainer-old"), kind
                 assert exists(kube, ns, "pvc", "data-c5-drainer-old-0")
@@ -533,7 +532,9 @@ async def test_changefeeds_are_reported_and_a_removed_drainer_goes_offline_befor
                     lambda: (c := condition(kube, ns, "c5", "Degraded")) and c["status"] == "False",
                     "Degraded cleared",
                 )
-                assert events(kube, ns, "DrainerRemoved")
+                await eventually_async(
+                    lambda: events(kube, ns, "DrainerRemoved"), "DrainerRemoved event"
+                )
     finally:
         if drainer.poll() is None:
             drainer.terminate()
