@@ -55,7 +55,9 @@ async def _storage_run(
             await storage.write([p for p, _ in chunk])
             await storage.write([c for _, c in chunk])
 
-    async with Storage.open(data_dir, StorageSettings(sync_log=True)) as storage:
+    async with Storage.open(
+        data_dir, StorageSettings(sync_log=True, stop_write_at_available_space=0)
+    ) as storage:
         t0 = time.perf_counter()
         async with asyncio.TaskGroup() as tg:
             for n in range(callers):
