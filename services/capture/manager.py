@@ -58,6 +58,7 @@ class ProcessorManager:
         self._monotonic = monotonic
         self.running: dict[FeedId, _Running] = {}
         self._stopping: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     def tick(self, state: ClusterState) -> Sequence[PatchGroup]:
         wanted = self._wanted(state)
@@ -67,7 +68,7 @@ class ProcessorManager:
             if view is None or view.info is None or view.info.epoch != run.epoch:
                 self._stop(feed)
         for feed, view in wanted.items():
-            if feed not in self.running and view.info is not None:
+            if feed not in self.running and view.info is not None and not self._closed:
                 processor = self._make(view)
                 task = self._tg.create_task(processor.run(), name=f"processor-{feed}")
                 self.running[feed] = _Running(processor, task, view.info.epoch)
@@ -130,7 +131,10 @@ class ProcessorManager:
         log.info("changefeed %s: processor stopped on capture %s", feed, self._capture_id)
 
     async def close(self) -> None:
-        """Cancel every processor and wait until they have stopped."""
+        """Cancel every processor and wait until they have stopped. No processor starts after
+        this: the reactor may still tick until its loop is cancelled, and a processor it
+        started then would keep the capture's task group open."""
+        self._closed = True
         for feed in list(self.running):
             self._stop(feed)
         if self._stopping:

@@ -18,9 +18,10 @@ from coord.memory import MemoryKv
 from services.capture.capture import Capture
 from services.capture.feeds import CreateRequest, Feeds
 from services.capture.keys import FeedId, Keys
-from services.capture.model import CaptureInfo, FeedState
+from services.capture.manager import ProcessorManager
+from services.capture.model import CaptureInfo, FeedState, TaskPosition
 from services.capture.processor import Processor, ProcessorOptions
-from services.capture.state import FeedView
+from services.capture.state import ClusterState, FeedView
 from sinks.model import SinkError
 from tests.support.capture_fakes import FakeDownstream, FakeLog
 
@@ -225,3 +226,26 @@ async def test_fatal_sink_error_fails_the_feed_and_retriable_warns() -> None:
 async def _state_is(c: Cluster, state: FeedState) -> bool:
     info, _ = await c.feeds.get(FEED)
     return info.state is state
+
+
+async def test_a_closed_manager_starts_no_processor() -> None:
+    """The reactor may tick between ``close`` and the cancel of its loop: a processor it
+    started then would keep the capture's task group open after the stop."""
+    kv, log, down = MemoryKv(), FakeLog(), FakeDownstream()
+    feeds = Feeds(kv, KEYS, log)
+    await feeds.create(CreateRequest("cf-1", "blackhole://"))
+    info, status = await feeds.get(FEED)
+    view = FeedView(FEED, info, status, tasks={"c0": TaskPosition()})
+    state = ClusterState(captures={"c0": CaptureInfo("c0", "127.0.0.1:8300")}, feeds={FEED: view})
+
+    def make(v: FeedView) -> Processor:
+        assert v.info is not None and v.status is not None
+        return Processor("default", "c0", v.feed, v.info, v.status, log, down.open)
+
+    async with asyncio.timeout(10), asyncio.TaskGroup() as tg:  # a late processor: timeout
+        manager = ProcessorManager(KEYS, "c0", make, tg)
+        manager.tick(state)
+        assert list(manager.running) == [FEED]
+        await manager.close()
+        manager.tick(state)
+        assert manager.running == {}
