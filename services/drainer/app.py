@@ -42,7 +42,6 @@ from servicekit.node import claim_node
 from services.drainer.api import CisternApi
 from services.drainer.backlog import PumpBacklog, grpc_asker
 from services.drainer.catchup import CatchUp, CatchUpSettings
-from services.drainer.catchup_job import JobSpec
 from services.drainer.checkpoint import FileCheckpoint, start_ts
 from services.drainer.collector import Collector
 from services.drainer.config import DrainerConfig
@@ -201,13 +200,7 @@ def make_catchup(cfg: DrainerConfig) -> CatchUp | None:
     c = cfg.syncer.catchup
     if not c.enabled:
         return None
-    job = JobSpec(
-        Path(cfg.catchup_staging()).absolute(),
-        cfg.syncer.sink_url(cfg.data_dir),
-        master=c.master,
-        partitions=c.partitions,
-        driver_memory=c.driver_memory,
-    )
+    job = c.job_spec(Path(cfg.catchup_staging()).absolute(), cfg.syncer.sink_url(cfg.data_dir))
     return CatchUp(
         CatchUpSettings(
             job,

@@ -5,8 +5,16 @@ only knows its command line, its JSON progress lines and its exit status). The s
 the environment (``CATCHUP_SINK_URL``), never in argv, so a password does not show in ``ps``.
 The job's stderr (Spark's log) goes to a file beside the staging directory.
 
-Invariant: the subprocess never outlives the call: a cancelled ``run_job`` kills it and waits
-for it, so a drainer that stops mid-job leaves no Spark behind writing to its downstream.
+With ``JobSpec.kubernetes`` the job's master is ``k8s://`` and its SparkSession is a
+client-mode driver in this (the drainer's) process's pod: ``KubernetesJob.argv`` tells it the
+executors' namespace, image, account and staging claim, and the pod's name and IP.
+
+Invariant: the subprocess never outlives the call: a cancelled ``run_job`` stops it and waits
+for it, so a drainer that stops mid-job leaves no Spark behind writing to its downstream. With
+``stop_grace`` (k8s mode) the job first gets SIGTERM and that many seconds to stop its session
+(Spark deletes its executor pods); then, or at once without a grace, its whole process group
+(the job and its JVM) gets SIGKILL. The JVM shares the job's stdout, so the job counts as
+ended only once both have exited.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +36,44 @@ SINK_ENV = "CATCHUP_SINK_URL"  # services.spark.catchup reads the sink URL from 
 EXIT_RETRIABLE = 75  # the job's "a rerun may succeed"
 
 
+K8S_STOP_GRACE = 20.0  # seconds a k8s job gets after SIGTERM to delete its executors
+
+
+@dataclass(frozen=True)
+class KubernetesJob:
+    """Where a ``k8s://`` job's executors run and how its driver (this pod) is reached."""
+
+    namespace: str
+    image: str
+    driver_pod: str  # this pod's name (downward API POD_NAME): the executors' owner
+    driver_host: str  # this pod's IP (POD_IP): the executors connect back to it
+    service_account: str = "tributary-spark"
+    staging_claim: str = ""  # PVC the executors mount at staging_mount (= the drainer's path)
+    staging_mount: str = "/staging"
+    executors: int = 2
+    executor_cores: int = 1
+    executor_memory: str = "1g"
+    ca_file: str = ""  # API server CA and token files; empty = the pod's service account
+    token_file: str = ""
+
+    def argv(self) -> list[str]:
+        out = [
+            *("--k8s-namespace", self.namespace, "--k8s-image", self.image),
+            *("--k8s-driver-pod", self.driver_pod, "--k8s-driver-host", self.driver_host),
+            *("--k8s-service-account", self.service_account),
+            *("--k8s-staging-claim", self.staging_claim),
+            *("--k8s-staging-mount", self.staging_mount),
+            *("--k8s-executors", str(self.executors)),
+            *("--k8s-executor-cores", str(self.executor_cores)),
+            *("--k8s-executor-memory", self.executor_memory),
+        ]
+        if self.ca_file:
+            out += ["--k8s-ca-file", self.ca_file]
+        if self.token_file:
+            out += ["--k8s-token-file", self.token_file]
+        return out
+
+
 @dataclass(frozen=True)
 class JobSpec:
     staging: Path
@@ -35,6 +82,8 @@ class JobSpec:
     partitions: int = 4
     driver_memory: str = "1g"
     python: str = sys.executable
+    kubernetes: KubernetesJob | None = None  # set: master is k8s://<API server>
+    stop_grace: float = 0.0  # seconds between SIGTERM and SIGKILL when the job is stopped
 
     def argv(self) -> list[str]:
         return [
@@ -44,6 +93,7 @@ class JobSpec:
             *("--master", self.master),
             *("--partitions", str(self.partitions)),
             *("--driver-memory", self.driver_memory),
+            *(self.kubernetes.argv() if self.kubernetes is not None else ()),
         ]
 
     def env(self, base: Mapping[str, str]) -> dict[str, str]:
@@ -95,6 +145,7 @@ async def run_job(
             stdout=asyncio.subprocess.PIPE,
             stderr=err,
             env=spec.env(os.environ),
+            start_new_session=True,  # its own process group: the JVM goes with it
         )
     finally:
         err.close()
@@ -107,7 +158,27 @@ async def run_job(
                 on_line(parse_line(raw))
         return await proc.wait()
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-            log.warning("catch-up job %d killed: the drainer is stopping", proc.pid)
+        await _stop(proc, spec.stop_grace)
+
+
+async def _stop(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """End the job's process group (the job and its JVM): SIGTERM and up to ``grace`` seconds
+    for the job to stop its session, then SIGKILL to whatever is left."""
+    if proc.returncode is not None:
+        return  # it ended by itself
+    if grace > 0:
+        proc.terminate()
+        log.warning("catch-up job %d stopping: the drainer is stopping", proc.pid)
+        try:
+            async with asyncio.timeout(grace):
+                await asyncio.shield(proc.wait())
+        except TimeoutError:
+            log.warning("catch-up job %d did not stop within %.0f s", proc.pid, grace)
+        except asyncio.CancelledError:  # cancelled again: no more waiting
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group may outlive its leader (the JVM)
+    except ProcessLookupError:
+        pass
+    await proc.wait()
+    log.warning("catch-up job %d ended (%s): the drainer is stopping", proc.pid, proc.returncode)

@@ -15,8 +15,10 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote
 
+from services.drainer.catchup_job import K8S_STOP_GRACE, JobSpec, KubernetesJob
 from settings import (
     DURATION,
     HOST_PORT,
@@ -67,6 +69,84 @@ class ToConfig:
 
 
 @dataclass(frozen=True)
+class KubernetesCatchUpConfig:
+    """``[syncer.catchup.kubernetes]``: the job on Spark-on-Kubernetes, its driver in this pod."""
+
+    enabled: bool = setting(
+        False, "run the job's executors as pods (client mode; master = k8s://<api-server>)"
+    )
+    api_server: str = setting("https://kubernetes.default.svc", "the Kubernetes API server")
+    namespace: str = setting("", "namespace of the executor pods (normally the drainer's)")
+    image: str = setting("", "the executors' image (the product image)")
+    service_account: str = setting("tributary-spark", "the executors' service account")
+    staging_claim: str = setting(
+        "", "PersistentVolumeClaim holding staging-dir, mounted by drainer and executors"
+    )
+    staging_mount: str = setting(
+        "/staging", "where the claim is mounted (in the drainer's pod and the executors')"
+    )
+    executors: int = setting(2, "executor pods")
+    executor_cores: int = setting(1, "cores per executor")
+    executor_memory: str = setting("1g", "memory per executor (JVM heap, e.g. 2g)")
+    ca_file: str = setting("", "API server CA file (default: the pod's service account's)")
+    token_file: str = setting("", "bearer token file (default: the pod's service account's)")
+    pod_name: str = setting("", "this drainer's pod (default: $POD_NAME, downward API)")
+    pod_ip: str = setting("", "this drainer's pod IP (default: $POD_IP, downward API)")
+
+    @property
+    def master(self) -> str:
+        return f"k8s://{self.api_server}"
+
+    def driver_pod(self) -> str:
+        return self.pod_name or os.environ.get("POD_NAME", "")
+
+    def driver_host(self) -> str:
+        return self.pod_ip or os.environ.get("POD_IP", "")
+
+    def job(self) -> KubernetesJob:
+        return KubernetesJob(
+            self.namespace,
+            self.image,
+            self.driver_pod(),
+            self.driver_host(),
+            service_account=self.service_account,
+            staging_claim=self.staging_claim,
+            staging_mount=self.staging_mount,
+            executors=self.executors,
+            executor_cores=self.executor_cores,
+            executor_memory=self.executor_memory,
+            ca_file=self.ca_file,
+            token_file=self.token_file,
+        )
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        """What is wrong for a k8s catch-up (keys relative to ``[syncer.catchup]``)."""
+        for key, value in (
+            ("namespace", self.namespace),
+            ("image", self.image),
+            ("staging-claim", self.staging_claim),
+            ("service-account", self.service_account),
+        ):
+            if not value:
+                yield f"kubernetes.{key}", "required"
+        if not re.match(r"^https?://[^/]+", self.api_server):
+            yield "kubernetes.api-server", "must be an http(s):// URL of the API server"
+        if not os.path.isabs(self.staging_mount):
+            yield "kubernetes.staging-mount", "must be an absolute path"
+        if self.executors < 1 or self.executor_cores < 1:
+            yield "kubernetes.executors", "executors and executor-cores must be at least 1"
+        if not re.fullmatch(r"\d+[kmgt]?", self.executor_memory, re.IGNORECASE):
+            yield "kubernetes.executor-memory", "must be a JVM size such as 512m or 2g"
+        for key, path in (("ca-file", self.ca_file), ("token-file", self.token_file)):
+            if path and not os.path.isfile(path):
+                yield f"kubernetes.{key}", f"{path} is not a file"
+        if not self.driver_pod():
+            yield "kubernetes.pod-name", "unknown: set POD_NAME (downward API metadata.name)"
+        if not self.driver_host():
+            yield "kubernetes.pod-ip", "unknown: set POD_IP (downward API status.podIP)"
+
+
+@dataclass(frozen=True)
 class CatchUpConfig:
     """``[syncer.catchup]``: hand a backlog to a Spark catch-up job instead of streaming it."""
 
@@ -100,10 +180,28 @@ class CatchUpConfig:
         3, "reruns of a job that exited 75 or was killed, before the drainer stops"
     )
     retry_delay: float = setting(5.0, "seconds before a rerun", kind=DURATION)
+    kubernetes: KubernetesCatchUpConfig = group(
+        KubernetesCatchUpConfig, "the job on Spark-on-Kubernetes (client mode)"
+    )
+
+    def job_spec(self, staging: Path, sink_url: str) -> JobSpec:
+        """The job: local (``master``) or, with ``[kubernetes] enabled``, on Kubernetes."""
+        k8s = self.kubernetes
+        return JobSpec(
+            staging,
+            sink_url,
+            master=k8s.master if k8s.enabled else self.master,
+            partitions=self.partitions,
+            driver_memory=self.driver_memory,
+            kubernetes=k8s.job() if k8s.enabled else None,
+            stop_grace=K8S_STOP_GRACE if k8s.enabled else 0.0,
+        )
 
     def validate(self) -> Iterator[tuple[str, str]]:
         if not self.enabled:
             return
+        if self.kubernetes.enabled:
+            yield from self.kubernetes.problems()
         for key, value in (
             ("resume-lag", self.resume_lag),
             ("idle", self.idle),
@@ -291,6 +389,16 @@ class DrainerConfig:
                 "syncer.catchup.enabled",
                 f"catch-up writes mysql:// or sqlite://, not {scheme}://",
             )
+        k8s = syncer.catchup.kubernetes
+        if syncer.catchup.enabled and k8s.enabled:
+            staging = os.path.abspath(self.catchup_staging())
+            mount = os.path.abspath(k8s.staging_mount)
+            if os.path.commonpath([staging, mount]) != mount or staging == mount:
+                yield (
+                    "syncer.catchup.staging-dir",
+                    f"{staging} must be below syncer.catchup.kubernetes.staging-mount ({mount}):"
+                    " the executors read the staged range from the shared claim at that path",
+                )
 
     def catchup_staging(self) -> str:
         return self.syncer.catchup.staging_dir or os.path.join(self.data_dir, "catchup")

@@ -1,7 +1,11 @@
 """The catch-up job: a staged commit-ts range, compacted per primary key, applied to a sink.
 
 ``python -m services.spark.catchup --staging DIR [--sink URL]`` (or through ``spark-submit``);
-the sink URL may come from ``CATCHUP_SINK_URL`` instead, keeping a password out of argv. It
+the sink URL may come from ``CATCHUP_SINK_URL`` instead, keeping a password out of argv. With a
+``k8s://`` master the process is a client-mode driver in its own pod (the drainer's): the
+``--k8s-*`` options describe the executors (``services.spark.k8s.client_conf``; the pod template
+is written beside the staging directory), ``--conf k=v`` adds Spark settings. SIGTERM stops the
+session (Spark deletes its executor pods) before the process exits. It
 reads ``DIR`` (``staging.format``), keeps each key's last change (``services.spark.compact``),
 and writes tombstones and upserts through the target for the URL's scheme (MySQL/MariaDB over
 JDBC, SQLite, Parquet lake). Progress goes to stdout as JSON lines, ending with one
@@ -28,9 +32,11 @@ from pyspark.sql import DataFrame, SparkSession
 from services.spark.compact import compact, tombstones, upserts
 from services.spark.errors import JobError
 from services.spark.jdbc import MysqlEndpoint
+from services.spark.k8s import STAGING_MOUNT, K8sSubmission, client_conf, pod_template
 from services.spark.mysql_target import MysqlTarget
 from services.spark.session import spark_session
 from services.spark.target import Progress, TableChanges, Target, open_target
+from services.spark.terminate import StopOnSigterm, stop_quietly
 from staging.format import RangeInfo, StagedTable, StagingError, read_range
 
 log = logging.getLogger(__name__)
@@ -110,7 +116,70 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--partitions", type=int, default=4, help="parallel writers (CSV files per table)"
     )
     ap.add_argument("--driver-memory", default="1g")
+    ap.add_argument(
+        "--conf", action="append", default=[], metavar="K=V", help="a Spark setting (repeatable)"
+    )
+    k8s = ap.add_argument_group("k8s:// master (client mode: this process is the driver)")
+    k8s.add_argument("--k8s-namespace", default="")
+    k8s.add_argument("--k8s-image", default="", help="the executors' image")
+    k8s.add_argument("--k8s-service-account", default="tributary-spark")
+    k8s.add_argument("--k8s-staging-claim", default="", help="PVC the executors mount")
+    k8s.add_argument("--k8s-staging-mount", default=STAGING_MOUNT, help="where they mount it")
+    k8s.add_argument("--k8s-executors", type=int, default=2)
+    k8s.add_argument("--k8s-executor-cores", type=int, default=1)
+    k8s.add_argument("--k8s-executor-memory", default="1g")
+    k8s.add_argument("--k8s-ca-file", default="", help="API server CA (default: in-cluster)")
+    k8s.add_argument("--k8s-token-file", default="", help="bearer token (default: in-cluster)")
+    k8s.add_argument("--k8s-driver-pod", default=os.environ.get("POD_NAME", ""))
+    k8s.add_argument("--k8s-driver-host", default=os.environ.get("POD_IP", ""))
     return ap.parse_args(argv)
+
+
+def spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    """The settings beyond the defaults: client mode's for a ``k8s://`` master (its executor
+    pod template written beside the staging directory), then every ``--conf``."""
+    conf: dict[str, str] = {}
+    if (args.master or "").startswith("k8s://"):
+        if not (args.k8s_namespace and args.k8s_image and args.k8s_driver_pod):
+            raise JobError("a k8s:// master needs --k8s-namespace, --k8s-image, --k8s-driver-pod")
+        if not args.k8s_driver_host:
+            raise JobError("a k8s:// master needs --k8s-driver-host (or POD_IP)")
+        sub = K8sSubmission(
+            args.master,
+            args.k8s_namespace,
+            args.k8s_image,
+            service_account=args.k8s_service_account,
+            staging_claim=args.k8s_staging_claim,
+            staging_mount=args.k8s_staging_mount,
+            executors=args.k8s_executors,
+            executor_cores=args.k8s_executor_cores,
+            executor_memory=args.k8s_executor_memory,
+            labels={"app.kubernetes.io/component": "catchup"},
+            submit_ca_file=args.k8s_ca_file,
+            submit_token_file=args.k8s_token_file,
+        )
+        staging = Path(args.staging).absolute()
+        template = staging.with_name(staging.name + "-executor-pod.json")
+        template.write_text(json.dumps(pod_template(sub)))
+        conf |= client_conf(
+            sub,
+            driver_host=args.k8s_driver_host,
+            driver_pod=args.k8s_driver_pod,
+            template_path=str(template),
+        )
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise JobError(f"--conf wants KEY=VALUE, not {item!r}")
+        conf[key] = value
+    return conf
+
+
+def _stopped() -> int:
+    """SIGTERM stopped the job (its session stopped: in k8s mode its executors deleted);
+    nothing was committed, so a rerun may succeed."""
+    print(json.dumps({"event": "failed", "error": "stopped by SIGTERM", "retriable": True}))
+    return EXIT_RETRIABLE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,15 +188,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.sink:
         print(json.dumps({"event": "failed", "error": "no sink URL", "retriable": False}))
         return 1
-    spark = spark_session("tributary-catchup", args.master, driver_memory=args.driver_memory)
     try:
-        summary = run_catchup(spark, args.staging, args.sink, partitions=args.partitions)
-    except (JobError, StagingError) as e:
-        log.error("catch-up failed: %s", e)
-        print(json.dumps({"event": "failed", "error": str(e), "retriable": e.retriable}))
-        return EXIT_RETRIABLE if e.retriable else 1
-    finally:
-        spark.stop()
+        extra = spark_conf(args)
+    except JobError as e:
+        print(json.dumps({"event": "failed", "error": str(e), "retriable": False}))
+        return 1
+    with StopOnSigterm() as guard:
+        spark = spark_session(
+            "tributary-catchup", args.master, driver_memory=args.driver_memory, extra=extra
+        )
+        report = Progress()
+        context = spark.sparkContext
+        report("session", master=context.master, app_id=context.applicationId)
+        try:
+            if guard.attach(spark):
+                return _stopped()
+            summary = run_catchup(
+                spark, args.staging, args.sink, report, partitions=args.partitions
+            )
+        except (JobError, StagingError) as e:
+            log.error("catch-up failed: %s", e)
+            print(json.dumps({"event": "failed", "error": str(e), "retriable": e.retriable}))
+            return EXIT_RETRIABLE if e.retriable else 1
+        except Exception:
+            if guard.requested.is_set():  # the session was stopped under the running job
+                return _stopped()
+            raise
+        finally:
+            stop_quietly(spark)
     print(json.dumps({"event": "done", **summary}), flush=True)
     return 0
 

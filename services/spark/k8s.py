@@ -1,6 +1,7 @@
-"""Spark-on-Kubernetes submission, rendered as data: the ``spark-submit`` argv and the pod
-template a job runs with. Pure functions; whoever submits writes the template to a file and
-runs the argv (the drainer's catch-up, an operator, a person).
+"""Spark-on-Kubernetes submission, rendered as data: the ``spark-submit`` argv (cluster mode),
+the Spark configuration of a driver running in a pod of its own (client mode: the drainer's
+catch-up, ``client_conf``), and the pod template. Pure functions; whoever submits writes the
+template to a file and runs the argv or hands the configuration to the session.
 
 The driver runs in the cluster (``--deploy-mode cluster``) under the chart's Spark service
 account (helm/binlog-operator/templates/spark-rbac.yaml, a namespaced Role with exactly
@@ -56,15 +57,17 @@ class K8sSubmission:
     namespace: str
     image: str
     service_account: str = "tributary-spark"
-    staging_claim: str = ""  # PVC holding the staged ranges, mounted at STAGING_MOUNT
+    staging_claim: str = ""  # PVC holding the staged ranges, mounted at staging_mount
+    staging_mount: str = STAGING_MOUNT  # where pods see the claim (the driver's path, client mode)
     sink_secret: str = ""  # Secret with the sink URL under key "sink-url" (driver env)
     executors: int = 2
     executor_cores: int = 1
     executor_memory: str = "1g"
     driver_memory: str = "1g"
     labels: dict[str, str] = field(default_factory=dict)
-    # Who submits: a CA and a bearer-token file for the API server; empty = spark-submit's own
-    # discovery (the in-cluster service account, else the kubeconfig).
+    # Who talks to the API server (spark-submit in cluster mode, the driver in client mode): a
+    # CA and a bearer-token file; empty = the client's own discovery (the in-cluster service
+    # account, else the kubeconfig).
     submit_ca_file: str = ""
     submit_token_file: str = ""
     wait: bool = True  # False: spark-submit returns once the driver pod is created
@@ -90,7 +93,7 @@ def pod_template(sub: K8sSubmission) -> dict[str, Any]:
         "containers": [container],
     }
     if sub.staging_claim:
-        container["volumeMounts"] = [{"name": "staging", "mountPath": STAGING_MOUNT}]
+        container["volumeMounts"] = [{"name": "staging", "mountPath": sub.staging_mount}]
         spec["volumes"] = [
             {"name": "staging", "persistentVolumeClaim": {"claimName": sub.staging_claim}}
         ]
@@ -143,3 +146,55 @@ def submit_args(
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     return [*argv, f"local://{APP_ROOT}/services/spark/{job}.py", *job_args]
+
+
+def client_conf(
+    sub: K8sSubmission, *, driver_host: str, driver_pod: str, template_path: str
+) -> dict[str, str]:
+    """The Spark configuration of a client-mode driver running in pod ``driver_pod`` at IP
+    ``driver_host`` (the drainer's pod: its catch-up job's SparkSession is the driver).
+
+    * Executors are created through the API server with the image and the pod template at
+      ``template_path`` (a file the driver reads: the service account, the staging claim at
+      ``staging_mount``).
+    * ``spark.kubernetes.driver.pod.name`` gives every executor an owner reference to the
+      driver's pod, so the cluster deletes them if that pod goes; the pod must exist (Spark
+      reads it at start).
+    * The driver binds to ``driver_host`` itself: Spark 4 tells the executors the bind address,
+      not ``spark.driver.host``, in k8s mode (measured: a ``0.0.0.0`` bind gave them
+      ``spark://CoarseGrainedScheduler@0.0.0.0:port``).
+    * The driver neither owns nor reuses on-demand claims: an owning driver deletes the claims
+      labelled with its app when it stops (Spark 4's default; DRIVER_RBAC has no PVC delete,
+      and the staging claim is never Spark's).
+    * Credentials: client mode reads ``spark.kubernetes.authenticate.caCertFile`` and
+      ``...oauthTokenFile`` (cluster mode's ``...submission.*`` keys are spark-submit's).
+    * ``minRegisteredResourcesRatio`` 0: the context is up (and its shutdown hook, which deletes
+      the executors, registered) at once instead of after waiting up to 30 s for executors;
+      tasks wait for them instead.
+    """
+    conf = {
+        "spark.master": sub.master,
+        "spark.submit.deployMode": "client",
+        "spark.kubernetes.namespace": sub.namespace,
+        "spark.kubernetes.container.image": sub.image,
+        "spark.kubernetes.executor.podTemplateFile": template_path,
+        "spark.kubernetes.executor.podTemplateContainerName": CONTAINER,
+        "spark.kubernetes.driver.pod.name": driver_pod,
+        "spark.driver.host": driver_host,
+        "spark.driver.bindAddress": driver_host,
+        "spark.executor.instances": str(sub.executors),
+        "spark.executor.cores": str(sub.executor_cores),
+        "spark.executor.memory": sub.executor_memory,
+        "spark.jars": f"local://{IMAGE_JAR}",
+        "spark.driver.extraClassPath": IMAGE_JAR,
+        "spark.executor.extraClassPath": IMAGE_JAR,
+        "spark.scheduler.minRegisteredResourcesRatio": "0",
+        "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+        "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+        "spark.ui.enabled": "false",
+    }
+    if sub.submit_ca_file:
+        conf["spark.kubernetes.authenticate.caCertFile"] = sub.submit_ca_file
+    if sub.submit_token_file:
+        conf["spark.kubernetes.authenticate.oauthTokenFile"] = sub.submit_token_file
+    return conf
