@@ -14,27 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from wire.protowire import read_varint
-
-_UINT64 = 1 << 64
+from wire.protowire import read_varint, varint
 
 
 class DecodeError(ValueError):
     """A response is not the protobuf message it should be."""
-
-
-def varint(value: int) -> bytes:
-    """Base-128 varint; negative values are written as 64-bit two's complement."""
-    if value < 0:
-        value += _UINT64
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _bytes_field(tag: bytes, value: bytes) -> bytes:

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ddlhistory import ColumnInfo, TableInfo
-from pumpclient.codec import varint
 from sinks.model import TableInfo as SinkTable
 from sinks.pump_values import Value
 from tidbcodec import (
@@ -41,6 +40,7 @@ from tidbcodec import (
     to_datum,
 )
 from wire.binlog import MutationType
+from wire.protowire import varint
 
 Row = Mapping[str, Value]
 

@@ -1,5 +1,6 @@
 """The protobuf wire format's varints, for the hand-written readers (``peek``, ``views``, the
-pump client's reply decoder, the pump's binlog merge). Each reader raises its own error type."""
+pump client's reply decoder, the pump's binlog merge) and writers (the pump client's requests,
+the pump's pull replies). Each reader raises its own error type."""
 
 from __future__ import annotations
 
@@ -27,6 +28,20 @@ def read_varint(buf: bytes, pos: int, end: int, error: type[Exception]) -> tuple
         shift += 7
         if shift >= 70:
             raise error("varint too long")
+
+
+def varint(value: int) -> bytes:
+    """Base-128 varint; negative values are written as 64-bit two's complement."""
+    if value < 0:
+        value += UINT64
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def int64(v: int) -> int:

@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Any, Protocol
 
-from grpclib.const import Status
+from grpclib.const import Handler, Status
 from grpclib.exceptions import GRPCError
+from grpclib.server import Stream
 
 from services.pump.intake import Intake, Reason, WriteRefused
+from services.pump.pullwire import EncodedReply, encode_pull_resp
 from services.pump.storage import PulledBinlog, StorageError
 from wire.binlog import (
-    Entity,
-    Meta,
     PullBinlogReq,
-    PullBinlogResp,
     PumpBase,
     WriteBinlogReq,
     WriteBinlogResp,
@@ -87,15 +86,26 @@ class PumpApi(PumpBase):
             raise _refusal(e) from e
         return WriteBinlogResp()
 
-    async def pull_binlogs(self, pull_binlog_req: PullBinlogReq) -> AsyncIterator[PullBinlogResp]:
-        check_cluster(self._cluster_id, pull_binlog_req.cluster_id)
-        after = pull_binlog_req.start_from.offset if pull_binlog_req.start_from else 0
+    def __mapping__(self) -> dict[str, Handler]:
+        """PullBinlogs sends its replies marshalled by hand (``pullwire``): the server runs
+        with ``PullCodec``, which passes them through."""
+        mapping = super().__mapping__()
+        name = "/binlog.Pump/PullBinlogs"
+        generated = mapping[name]
+        mapping[name] = Handler(
+            self._pull_stream, generated.cardinality, generated.request_type, generated.reply_type
+        )
+        return mapping
+
+    async def _pull_stream(self, stream: Stream[PullBinlogReq, Any]) -> None:
+        request = await stream.recv_message()
+        assert request is not None  # grpclib: a unary request always has its message
+        check_cluster(self._cluster_id, request.cluster_id)
+        after = request.start_from.offset if request.start_from else 0
         log.info("drainer pulls binlogs after commit ts %d", after)
         async for b in self._source.pull(after):
-            yield PullBinlogResp(
-                entity=Entity(
-                    payload=b.payload, meta=Meta(start_ts=b.start_ts, commit_ts=b.commit_ts)
-                )
+            await stream.send_message(
+                EncodedReply(encode_pull_resp(b.payload, b.start_ts, b.commit_ts))
             )
 
 

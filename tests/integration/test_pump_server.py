@@ -16,7 +16,7 @@ from registry.status import NodeKind, NodeState
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import pump_config, running_pump
 from tests.support.stubs import commit, prewrite, pull, pump_stub, rollback, write
-from wire.binlog import Binlog, BinlogType, WriteBinlogReq
+from wire.binlog import Binlog, BinlogType, Pos, PullBinlogReq, WriteBinlogReq
 from wire.binlogext import PumpBatchStub, WriteBinlogsReq
 
 
@@ -39,6 +39,11 @@ async def test_write_then_pull_round_trip(tmp_path: Path, etcd: EtcdProcess) -> 
             # Pulling after 105 skips what the drainer has seen.
             again = await pull(stub, cid, after=105, count=1)
             assert [b.commit_ts for b in again] == [111]
+            # Each reply's meta names its binlog's ts (the replies are marshalled by hand).
+            req = PullBinlogReq(cluster_id=cid, start_from=Pos(offset=105))
+            async for resp in stub.pull_binlogs(req, timeout=30):
+                assert (resp.entity.meta.start_ts, resp.entity.meta.commit_ts) == (110, 111)
+                break
 
 
 async def test_fake_binlogs_pass_through_when_idle(tmp_path: Path, etcd: EtcdProcess) -> None:
