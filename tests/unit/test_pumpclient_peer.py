@@ -27,7 +27,6 @@ from pumpclient.codec import (
     encode_binlog,
     encode_write_binlog_req,
     encode_write_binlogs_req,
-    varint,
 )
 from pumpclient.stats import ClientStats
 from pumpclient.transport import BatchRejected, PumpTransport
@@ -35,6 +34,7 @@ from registry.status import NodeState, NodeStatus
 from wire.binlog import Binlog, BinlogType, PumpBase, WriteBinlogReq, WriteBinlogResp
 from wire.binlogext import PumpBatchBase, WriteBinlogsReq, WriteBinlogsResp
 from wire.peek import BinlogHeader, peek
+from wire.protowire import varint
 
 
 @dataclass(frozen=True)
