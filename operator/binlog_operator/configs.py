@@ -38,6 +38,20 @@ etcd, as for its pumps and drainers, so TiCDC's default id serves."""
 T = TypeVar("T")
 
 _MANAGED = ("addr", "advertise-addr", "status-addr", "data-dir", "node-id", "pd-urls")
+_CATCHUP_MANAGED = ("enabled",)
+_K8S_CATCHUP_MANAGED = ("enabled", "staging-dir", "kubernetes")
+
+
+def drainer_name(cluster: str, drainer: str) -> str:
+    """The name of a drainer's StatefulSet, Service and ConfigMap."""
+    return f"{cluster}-drainer-{drainer}"
+
+
+def staging_dir(mount: str, drainer_sts: str) -> str:
+    """A drainer's catch-up staging directory on the shared claim: its own directory there, so
+    drainers of several clusters can share one claim (the job writes the executors' pod template
+    and its log beside it, so inside that directory too)."""
+    return f"{mount}/{drainer_sts}/catchup"
 
 
 def pump_toml(spec: ClusterSpec, tls_dir: str = TLS_DIR) -> str:
@@ -51,7 +65,11 @@ def pump_toml(spec: ClusterSpec, tls_dir: str = TLS_DIR) -> str:
     return _render_checked(doc, "pumps.config")
 
 
-def drainer_toml(spec: ClusterSpec, drainer: DrainerSpec, tls_dir: str = TLS_DIR) -> str:
+def drainer_toml(
+    spec: ClusterSpec, drainer: DrainerSpec, cluster: str, namespace: str, tls_dir: str = TLS_DIR
+) -> str:
+    """``cluster`` and ``namespace`` are the BinlogCluster's: the Kubernetes catch-up stages
+    under the drainer's name and runs its executors in that namespace."""
     managed: dict[str, Any] = {
         "addr": f"0.0.0.0:{DRAINER_GRPC_PORT}",
         "status-addr": f"0.0.0.0:{DRAINER_HTTP_PORT}",
@@ -61,8 +79,43 @@ def drainer_toml(spec: ClusterSpec, drainer: DrainerSpec, tls_dir: str = TLS_DIR
     doc = _merge(drainer.config, managed, f"drainers[{drainer.name}].config", spec, tls_dir)
     syncer = dict(doc.get("syncer") or {})
     syncer["sink-uri"] = drainer.sink_uri
+    if drainer.catchup is not None:
+        sts = drainer_name(cluster, drainer.name)
+        syncer["catchup"] = _catchup(spec, drainer, sts, namespace, syncer.get("catchup"))
     doc["syncer"] = syncer
     return _render_checked(doc, f"drainers[{drainer.name}].config")
+
+
+def _catchup(
+    spec: ClusterSpec, drainer: DrainerSpec, sts: str, namespace: str, user: object
+) -> dict[str, Any]:
+    """``[syncer.catchup]``: the user's keys (lag-threshold, ...) and the ones ``catchup``
+    manages; setting a managed one in ``config`` is a SpecError."""
+    c = drainer.catchup
+    assert c is not None
+    doc = dict(user) if isinstance(user, Mapping) else {}
+    owned = _K8S_CATCHUP_MANAGED if c.kubernetes else _CATCHUP_MANAGED
+    clash = sorted(k for k in doc if k in owned)
+    if clash:
+        where = f"drainers[{drainer.name}]"
+        raise SpecError(
+            [f"{where}.config.syncer.catchup.{k}: set by {where}.catchup, remove it" for k in clash]
+        )
+    doc["enabled"] = True
+    if c.kubernetes:
+        doc["staging-dir"] = staging_dir(c.staging_mount, sts)
+        doc["kubernetes"] = {
+            "enabled": True,
+            "namespace": namespace,
+            "image": spec.image,
+            "service-account": c.service_account,
+            "staging-claim": c.staging_claim,
+            "staging-mount": c.staging_mount,
+            "executors": c.executors,
+            "executor-cores": c.executor_cores,
+            "executor-memory": c.executor_memory,
+        }
+    return doc
 
 
 def _merge(
@@ -108,14 +161,15 @@ def _render(doc: Mapping[str, Any], path: tuple[str, ...], lines: list[str]) -> 
         _render(v, (*path, k), lines)
 
 
-def check_all(spec: ClusterSpec) -> None:
+def check_all(spec: ClusterSpec, cluster: str, namespace: str) -> None:
     """Render and load every config of ``spec``; one SpecError with every problem."""
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="binlog-operator-check-") as tls:
         for file in ("ca.crt", "tls.crt", "tls.key"):
             open(os.path.join(tls, file), "w").close()
         for check in [lambda: check_pump(pump_toml(spec, tls))] + [
-            (lambda d=d: check_drainer(drainer_toml(spec, d, tls), d.name)) for d in spec.drainers
+            (lambda d=d: check_drainer(drainer_toml(spec, d, cluster, namespace, tls), d.name))
+            for d in spec.drainers
         ]:
             try:
                 check()
@@ -132,6 +186,9 @@ def check_pump(text: str) -> PumpConfig:
 
 def check_drainer(text: str, name: str) -> DrainerConfig:
     flags = ["--node-id", "d-0", "--advertise-addr", f"d-0.d.ns.svc:{DRAINER_GRPC_PORT}"]
+    # what the pod's POD_NAME / POD_IP give the Kubernetes catch-up (ignored without it)
+    k8s = "--syncer-catchup-kubernetes-"
+    flags += [f"{k8s}pod-name", "d-0", f"{k8s}pod-ip", "10.0.0.1"]
     return _check(text, flags, DrainerConfig, "DRAINER", f"drainers[{name}].config")
 
 

@@ -28,6 +28,31 @@ _FREE: Schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 _STR: Schema = {"type": "string"}
 _INT: Schema = {"type": "integer", "format": "int64"}
 _STORAGE = _obj({"size": {**_STR, "default": "10Gi"}, "storageClassName": _STR})
+_POSITIVE: Schema = {"type": "integer", "minimum": 1}
+# no defaults here: the operator's (spec.py) apply, and a key given without kubernetes is refused
+_CATCHUP = _obj(
+    {
+        "kubernetes": {
+            "type": "boolean",
+            "description": "executors as pods (Spark-on-Kubernetes, client mode); "
+            "false: local[*] in the drainer's pod",
+        },
+        "stagingClaim": {
+            **_STR,
+            "description": "existing ReadWriteMany PersistentVolumeClaim for the staged ranges "
+            "(required with kubernetes)",
+        },
+        "stagingMount": {**_STR, "description": "where drainer and executors mount it (/staging)"},
+        "serviceAccount": {
+            **_STR,
+            "description": "account of the drainer pod and executors (the chart's Spark account)",
+        },
+        "executors": _POSITIVE,
+        "executorCores": _POSITIVE,
+        "executorMemory": {**_STR, "description": "JVM size per executor, e.g. 2g (1g)"},
+    },
+    description="Spark catch-up of a backlog ([syncer.catchup] enabled)",
+)
 
 SPEC = _obj(
     {
@@ -54,6 +79,7 @@ SPEC = _obj(
                     "storage": _STORAGE,
                     "resources": _FREE,
                     "config": {**_FREE, "description": "extra drainer.toml keys"},
+                    "catchup": _CATCHUP,
                 },
                 ["name", "sinkURI"],
             ),

@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
+from binlog_operator.configs import drainer_name
 from binlog_operator.kube import KubeClient
-from binlog_operator.manifests import drainer_name, labels
+from binlog_operator.manifests import labels
 
 LABEL = "binlog.io/drainer"
 KINDS = (("apps/v1", "StatefulSet"), ("v1", "Service"), ("v1", "ConfigMap"))

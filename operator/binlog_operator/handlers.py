@@ -5,9 +5,12 @@ Invariant: every handler outcome is visible on the resource: a bad spec sets Deg
 and stops retrying (PermanentError); a failed scale-down, a removed drainer that cannot be taken
 offline, or an unreachable API/etcd sets Degraded with the reason, posts a Warning event and
 retries later (TemporaryError), leaving the pump StatefulSet (and the drainer's objects) as they
-were. Conditions are written only through ``ConditionWriter`` (read-modify-write with a
-resourceVersion precondition), never as a whole list through kopf's patch, so the reconcile
-handler and the status timer cannot overwrite each other's condition with a stale copy.
+were. Deleting a cluster closes its pumps (blocking until done, or until the skip annotation) and
+then its drainers (best effort: after ``drainer_close_timeout`` the deletion goes on, and a
+Warning event ``DrainersLeftOnline`` names each drainer left and why). Conditions are written
+only through ``ConditionWriter`` (read-modify-write with a resourceVersion precondition), never
+as a whole list through kopf's patch, so the reconcile handler and the status timer cannot
+overwrite each other's condition with a stale copy.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import kopf
 
 from binlog_operator import GROUP, PLURAL, VERSION
 from binlog_operator.conditions import Change, ConditionWriter, KubeStatusStore
+from binlog_operator.configs import drainer_name
 from binlog_operator.kube import Credentials, KubeClient, KubeError, ca_pem
-from binlog_operator.manifests import drainer_name, pump_pod, pump_selector
+from binlog_operator.manifests import pump_pod, pump_selector
 from binlog_operator.options import Options, from_env
 from binlog_operator.pumps import HttpCloser, Target, addresses_from_env
 from binlog_operator.reconcile import Reconciler
@@ -58,6 +62,9 @@ class Context:
             default_image=options.image,
             offline_timeout=options.offline_timeout,
             etcd_timeout=options.etcd_timeout,
+            retry_delay=options.retry_delay,
+            drainer_close_timeout=options.drainer_close_timeout,
+            spark_account=options.spark_account,
         )
 
     async def report(self, namespace: str, name: str, *changes: Change) -> None:
@@ -203,7 +210,28 @@ async def teardown(
     except (ScaleDownError, KubeError) as e:
         kopf.warn(body, reason="TeardownBlocked", message=f"pumps not offline yet: {e}")
         raise kopf.TemporaryError(str(e), delay=OPTIONS.retry_delay) from e
+    await _close_drainers(ctx, body, name, namespace, meta["uid"])
     ctx.conditions.forget(namespace, name)
+
+
+async def _close_drainers(
+    ctx: Context, body: kopf.Body, name: str, namespace: str, uid: str
+) -> None:
+    """Best effort: a drainer that cannot be closed is reported, and the deletion goes on."""
+    drainers, left = await ctx.reconciler.close_drainers(name, namespace, uid, dict(body["spec"]))
+    closed = [drainer_name(name, d) for d in drainers if d not in left]
+    if closed:
+        message = f"offline (or never registered): {', '.join(closed)}"
+        kopf.info(body, reason="DrainersClosed", message=message)
+    if left:
+        detail = "; ".join(f"{drainer_name(name, d)}-0: {why}" for d, why in left.items())
+        message = (
+            f"deleting without closing {len(left)} drainer(s): {detail}. A drainer left "
+            "online holds every pump of this etcd from going offline: mark it offline with "
+            "binlogctl (-cmd update-drainer -node-id <pod> -state offline)"
+        )
+        log.warning("%s/%s: %s", namespace, name, message)
+        kopf.warn(body, reason="DrainersLeftOnline", message=message[:1000])
 
 
 @kopf.timer(*RESOURCE, interval=OPTIONS.status_interval, initial_delay=1.0)

@@ -6,10 +6,15 @@ owned by the BinlogCluster. Invariants: a pump's node id is its pod name (``--no
 $(POD_NAME)``), so the registry record, the pod and the StatefulSet ordinal name the same thing;
 the pump StatefulSet's replicas is the caller's ``pump_replicas`` (the spec's value only once a
 scale-down has closed the pumps it removes), and a scale-down deletes the removed pumps' volume
-claims (``PUMP_CLAIM_RETENTION``). The object shapes are in ``objects``.
+claims (``PUMP_CLAIM_RETENTION``). A drainer with a Kubernetes catch-up runs as its Spark
+service account, mounts the staging claim at the path its config names, and knows its pod's
+name, namespace and IP from the downward API: what the job's driver, in that pod, needs to create
+executor pods that mount the same claim at the same path. The object shapes are in ``objects``.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from binlog_operator import GROUP, KIND, MANAGER, VERSION
 from binlog_operator.configs import (
@@ -21,11 +26,13 @@ from binlog_operator.configs import (
     PUMP_GRPC_PORT,
     PUMP_HTTP_PORT,
     TLS_DIR,
+    drainer_name,
     drainer_toml,
     pump_toml,
 )
 from binlog_operator.objects import Obj, Pod, config_map, service, stateful_set
 from binlog_operator.spec import ClusterSpec, DrainerSpec
+from services.spark.k8s import IMAGE_UID
 
 PUMP_CLAIM_RETENTION = {"whenDeleted": "Retain", "whenScaled": "Delete"}
 """A pump removed by a scale-down is offline (its binlogs consumed) and its volume holds the
@@ -35,10 +42,6 @@ that ordinal with a fresh volume. Deleting the whole StatefulSet keeps the claim
 
 def pump_name(cluster: str) -> str:
     return f"{cluster}-pump"
-
-
-def drainer_name(cluster: str, drainer: str) -> str:
-    return f"{cluster}-drainer-{drainer}"
 
 
 def capture_name(cluster: str) -> str:
@@ -80,7 +83,7 @@ def build(
     }
     objs = _pumps(cluster, spec, pump_replicas)
     for d in spec.drainers:
-        objs += _drainer(cluster, spec, d)
+        objs += _drainer(cluster, namespace, spec, d)
     objs += _captures(cluster, spec)
     for o in objs:
         o["metadata"]["namespace"] = namespace
@@ -111,10 +114,10 @@ def _pumps(cluster: str, spec: ClusterSpec, replicas: int) -> list[Obj]:
     ]
 
 
-def _drainer(cluster: str, spec: ClusterSpec, d: DrainerSpec) -> list[Obj]:
+def _drainer(cluster: str, namespace: str, spec: ClusterSpec, d: DrainerSpec) -> list[Obj]:
     name = drainer_name(cluster, d.name)
     lbl = {**labels(cluster, "drainer"), "binlog.io/drainer": d.name}
-    cfg = drainer_toml(spec, d)
+    cfg = drainer_toml(spec, d, cluster, namespace)
     ports = {"grpc": DRAINER_GRPC_PORT, "http": DRAINER_HTTP_PORT}
     command = ["binlog-drainer", "--config", f"{CONFIG_DIR}/drainer.toml"]
     command += _identity(name, DRAINER_GRPC_PORT)
@@ -128,6 +131,7 @@ def _drainer(cluster: str, spec: ClusterSpec, d: DrainerSpec) -> list[Obj]:
         d.resources,
         https=True,
     )
+    pod = _with_catchup(pod, d)
     return [
         config_map(name, lbl, "drainer.toml", cfg),
         service(name, lbl, ports),
@@ -162,6 +166,24 @@ def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:
         https=True,
     )
     return [service(name, lbl, ports), stateful_set(name, lbl, spec.captures.replicas, pod)]
+
+
+def _with_catchup(pod: Pod, d: DrainerSpec) -> Pod:
+    """What a Kubernetes catch-up adds to the drainer's pod: the Spark service account (the
+    driver creates executor pods as it), ``POD_IP`` (the executors' way back to the driver), the
+    staging claim at the staging mount, and the image's user as the volume's group."""
+    c = d.catchup
+    if c is None or not c.kubernetes:
+        return pod
+    pod_ip = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    return replace(
+        pod,
+        env=(*pod.env, pod_ip),
+        service_account=c.service_account,
+        volumes=({"name": "staging", "persistentVolumeClaim": {"claimName": c.staging_claim}},),
+        mounts=({"name": "staging", "mountPath": c.staging_mount},),
+        fs_group=IMAGE_UID,
+    )
 
 
 def _identity(service: str, grpc_port: int) -> list[str]:

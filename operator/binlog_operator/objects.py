@@ -31,6 +31,10 @@ class Pod:
     resources: Mapping[str, Any]
     env: tuple[Obj, ...] = ()  # container env entries after POD_NAME and NAMESPACE
     https: bool = False  # the http port serves TLS with client certificates (tls_secret's)
+    service_account: str = ""  # "" = the namespace's default
+    volumes: tuple[Obj, ...] = ()  # more pod volumes, each mounted by an entry of ``mounts``
+    mounts: tuple[Obj, ...] = ()
+    fs_group: int | None = None  # the pod's securityContext.fsGroup (group of its volumes)
 
 
 def config_map(name: str, lbl: Mapping[str, str], key: str, text: str) -> Obj:
@@ -84,6 +88,8 @@ def stateful_set(
     if pod.tls_secret:
         mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
         volumes.append({"name": "tls", "secret": {"secretName": pod.tls_secret}})
+    mounts += pod.mounts
+    volumes += pod.volumes
     http = "http"
     scheme = "https" if pod.https and pod.tls_secret else "http"
     container: Obj = {
@@ -104,6 +110,15 @@ def stateful_set(
         "volumeMounts": mounts,
     }
     digest = hashlib.sha256(pod.config.encode()).hexdigest()[:16]
+    pod_spec: Obj = {
+        "terminationGracePeriodSeconds": 60,
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if pod.service_account:
+        pod_spec["serviceAccountName"] = pod.service_account
+    if pod.fs_group is not None:
+        pod_spec["securityContext"] = {"fsGroup": pod.fs_group}
     sts: Obj = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -124,11 +139,7 @@ def stateful_set(
                         "prometheus.io/scheme": scheme,
                     },
                 },
-                "spec": {
-                    "terminationGracePeriodSeconds": 60,
-                    "containers": [container],
-                    "volumes": volumes,
-                },
+                "spec": pod_spec,
             },
         },
     }

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from binlog_operator.spec import DEFAULT_IMAGE
+from binlog_operator.spec import DEFAULT_IMAGE, DEFAULT_SPARK_ACCOUNT
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,12 @@ class Options:
     """Seconds before a failed reconcile is retried (``BINLOG_OPERATOR_RETRY_DELAY``)."""
     etcd_timeout: float = 10.0
     """Seconds to connect to a cluster's etcd (``BINLOG_OPERATOR_ETCD_TIMEOUT``)."""
+    drainer_close_timeout: float = 120.0
+    """Seconds a cluster's deletion keeps trying to close its drainers (``retry_delay`` apart)
+    before it goes on without them (``BINLOG_OPERATOR_DRAINER_CLOSE_TIMEOUT``)."""
+    spark_account: str = DEFAULT_SPARK_ACCOUNT
+    """Default service account of a drainer's Kubernetes catch-up: the chart's Spark account
+    (``BINLOG_OPERATOR_SPARK_SERVICE_ACCOUNT``)."""
 
 
 def from_env(env: Mapping[str, str] = os.environ) -> Options:
@@ -45,4 +51,6 @@ def from_env(env: Mapping[str, str] = os.environ) -> Options:
         offline_timeout=num("OFFLINE_TIMEOUT", d.offline_timeout),
         retry_delay=num("RETRY_DELAY", d.retry_delay),
         etcd_timeout=num("ETCD_TIMEOUT", d.etcd_timeout),
+        drainer_close_timeout=num("DRAINER_CLOSE_TIMEOUT", d.drainer_close_timeout),
+        spark_account=env.get("BINLOG_OPERATOR_SPARK_SERVICE_ACCOUNT", d.spark_account),
     )

@@ -7,6 +7,8 @@ rest of the spec is still applied) and the reason is returned for status and eve
 that left the spec keeps its objects until it is offline in the registry (closed through its
 HTTP API first); a failure keeps them and is returned the same way. With ``spec.tls.secretName``
 the pumps and drainers are reached over HTTPS with the Secret's CA and client certificate.
+A deleted cluster's pumps are closed first (a failure blocks the deletion), then its drainers,
+best effort within ``drainer_close_timeout`` (``teardown``).
 """
 
 from __future__ import annotations
@@ -19,13 +21,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from binlog_operator.changefeeds import read_changefeeds
-from binlog_operator.configs import CAPTURE_CLUSTER_ID, DRAINER_HTTP_PORT, PUMP_HTTP_PORT, check_all
+from binlog_operator.configs import (
+    CAPTURE_CLUSTER_ID,
+    DRAINER_HTTP_PORT,
+    PUMP_HTTP_PORT,
+    check_all,
+    drainer_name,
+)
 from binlog_operator.drainers import delete_drainer, drainer_pod, stale_drainers
-from binlog_operator.kube import KubeClient
-from binlog_operator.manifests import build, drainer_name, pump_name, pump_pod
+from binlog_operator.kube import KubeClient, KubeError
+from binlog_operator.manifests import build, pump_name, pump_pod
 from binlog_operator.pumps import Target
 from binlog_operator.scaledown import PumpCloser, ScaleDownError, close_pumps, pods_to_close
-from binlog_operator.spec import ClusterSpec, SpecError, parse
+from binlog_operator.spec import DEFAULT_SPARK_ACCOUNT, ClusterSpec, SpecError, parse
+from binlog_operator.teardown import close_within
 from binlog_operator.tlsctx import context_for
 from coord.kv import Kv, KvError
 from registry.registry import NodeRegistry, RegistryError
@@ -64,6 +73,9 @@ class Reconciler:
         default_image: str,
         offline_timeout: float,
         etcd_timeout: float,
+        retry_delay: float = 15.0,
+        drainer_close_timeout: float = 120.0,
+        spark_account: str = DEFAULT_SPARK_ACCOUNT,
     ) -> None:
         self._kube = kube
         self._open_kv = open_kv
@@ -71,14 +83,17 @@ class Reconciler:
         self._image = default_image
         self._offline_timeout = offline_timeout
         self._etcd_timeout = etcd_timeout
+        self._retry_delay = retry_delay
+        self._drainer_close_timeout = drainer_close_timeout
+        self._spark_account = spark_account
 
     def parse(self, raw: dict[str, Any]) -> ClusterSpec:
-        return parse(raw, self._image)
+        return parse(raw, self._image, self._spark_account)
 
     async def reconcile(self, name: str, namespace: str, uid: str, raw: dict[str, Any]) -> Outcome:
         """Apply every object; raises SpecError (bad spec) or KubeError."""
         spec = self.parse(raw)
-        check_all(spec)
+        check_all(spec, name, namespace)
         current = await self.pump_replicas(name, namespace)
         replicas, error = spec.pumps.replicas, None
         if current is not None and replicas < current:
@@ -130,6 +145,41 @@ class Reconciler:
             raise ScaleDownError(f"cannot take {current} pumps offline: invalid spec: {e}") from e
         await self.take_offline(name, namespace, spec, current, 0)
 
+    async def close_drainers(
+        self, name: str, namespace: str, uid: str, raw: dict[str, Any]
+    ) -> tuple[list[str], dict[str, str]]:
+        """After ``teardown``: close every drainer of the cluster (those in the spec and any
+        whose objects it still owns), retrying every ``retry_delay`` for at most
+        ``drainer_close_timeout`` seconds. Returns (the drainers, {drainer: why it is left});
+        never raises: the deletion goes on whatever happens here."""
+        try:
+            owned = await stale_drainers(self._kube, name, namespace, uid, set())
+        except KubeError as e:
+            log.warning(
+                "%s/%s: drainer objects not listed, closing the spec's: %s", namespace, name, e
+            )
+            owned = []
+        try:
+            spec: ClusterSpec | None = self.parse(raw)
+        except SpecError as e:
+            spec, why = None, f"invalid spec, its etcd is unknown: {e}"
+        if spec is None:
+            return owned, {d: why for d in owned}
+        drainers = sorted(set(owned) | {d.name for d in spec.drainers})
+
+        async def attempt(drainer: str, within: float) -> None:
+            target = Target(namespace, drainer_name(name, drainer), DRAINER_HTTP_PORT)
+            pods = [drainer_pod(name, drainer)]
+            try:
+                await self._offline(spec, target, pods, NodeKind.DRAINER, namespace, within)
+            except KubeError as e:  # the TLS Secret could not be read
+                raise ScaleDownError(f"drainer {drainer}: {e}") from e
+
+        left = await close_within(
+            drainers, attempt, budget=self._drainer_close_timeout, delay=self._retry_delay
+        )
+        return drainers, left
+
     async def take_offline(
         self, name: str, namespace: str, spec: ClusterSpec, current: int, desired: int
     ) -> None:
@@ -138,10 +188,17 @@ class Reconciler:
         await self._offline(spec, target, pods, NodeKind.PUMP, namespace)
 
     async def _offline(
-        self, spec: ClusterSpec, target: Target, pods: list[str], kind: NodeKind, namespace: str
+        self,
+        spec: ClusterSpec,
+        target: Target,
+        pods: list[str],
+        kind: NodeKind,
+        namespace: str,
+        within: float | None = None,
     ) -> None:
-        """Close ``pods`` (pumps or drainers) and wait until the registry shows them offline;
-        ScaleDownError if that cannot be done now."""
+        """Close ``pods`` (pumps or drainers) and wait until the registry shows them offline
+        (at most ``within`` seconds, default ``offline_timeout``); ScaleDownError if that cannot
+        be done now."""
         async with AsyncExitStack() as stack:
             try:
                 async with asyncio.timeout(self._etcd_timeout):
@@ -155,7 +212,8 @@ class Reconciler:
                 target = replace(target, tls=tls)
             what = "pump" if kind is NodeKind.PUMP else "drainer"
             closer = self._closer_for(replace(target, what=what))
-            await close_pumps(pods, closer, registry, within=self._offline_timeout, kind=kind)
+            wait = self._offline_timeout if within is None else min(within, self._offline_timeout)
+            await close_pumps(pods, closer, registry, within=wait, kind=kind)
 
     async def observe(self, name: str, namespace: str, spec: ClusterSpec) -> Observed:
         """The pump StatefulSet's replicas and this cluster's registry records; raises KvError,

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_IMAGE = "tributary:0.1.0"
+DEFAULT_SPARK_ACCOUNT = "tributary-spark"  # the chart's spark.serviceAccount.name
+DEFAULT_STAGING_MOUNT = "/staging"
+_RESERVED_MOUNTS = ("/etc/binlog", "/var/lib/binlog")  # configs.CONFIG_DIR, DATA_DIR
+_JVM_SIZE = re.compile(r"^[0-9]+[kmgtKMGT]?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _URL = re.compile(r"^https?://[^\s/]+$")
 _DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -45,12 +49,29 @@ class PumpSpec:
 
 
 @dataclass(frozen=True)
+class CatchUpSpec:
+    """A drainer's Spark catch-up (``[syncer.catchup]``). Without ``kubernetes`` the job runs
+    ``local[*]`` in the drainer's pod; with it, its executors are pods (client mode) running as
+    ``service_account`` and mounting ``staging_claim`` (an existing ReadWriteMany claim) at
+    ``staging_mount``, where the drainer's pod mounts it too."""
+
+    kubernetes: bool = False
+    staging_claim: str = ""
+    staging_mount: str = DEFAULT_STAGING_MOUNT
+    service_account: str = DEFAULT_SPARK_ACCOUNT
+    executors: int = 2
+    executor_cores: int = 1
+    executor_memory: str = "1g"
+
+
+@dataclass(frozen=True)
 class DrainerSpec:
     name: str
     sink_uri: str
     storage: Storage = field(default_factory=Storage)
     resources: Mapping[str, Any] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
+    catchup: CatchUpSpec | None = None  # None: no catch-up (unless config enables it)
 
 
 @dataclass(frozen=True)
@@ -80,8 +101,13 @@ class ClusterSpec:
     captures: CaptureSpec = field(default_factory=CaptureSpec)
 
 
-def parse(spec: Mapping[str, Any], default_image: str = DEFAULT_IMAGE) -> ClusterSpec:
-    """The validated spec; raises SpecError naming every problem."""
+def parse(
+    spec: Mapping[str, Any],
+    default_image: str = DEFAULT_IMAGE,
+    spark_account: str = DEFAULT_SPARK_ACCOUNT,
+) -> ClusterSpec:
+    """The validated spec; raises SpecError naming every problem. ``spark_account`` is the
+    default ``catchup.serviceAccount`` (the chart's Spark service account)."""
     problems: list[str] = []
     etcd = _map(spec.get("etcd"), "etcd", problems)
     endpoints = tuple(str(e) for e in etcd.get("endpoints") or ())
@@ -99,7 +125,9 @@ def parse(spec: Mapping[str, Any], default_image: str = DEFAULT_IMAGE) -> Cluste
         resources=_map(pumps_raw.get("resources"), "pumps.resources", problems),
         config=_map(pumps_raw.get("config"), "pumps.config", problems),
     )
-    drainers = tuple(_drainer(d, i, problems) for i, d in enumerate(spec.get("drainers") or ()))
+    drainers = tuple(
+        _drainer(d, i, problems, spark_account) for i, d in enumerate(spec.get("drainers") or ())
+    )
     names = [d.name for d in drainers]
     problems += [
         f"drainers: name {n!r} is used twice" for n in sorted(set(names)) if names.count(n) > 1
@@ -132,7 +160,7 @@ def parse(spec: Mapping[str, Any], default_image: str = DEFAULT_IMAGE) -> Cluste
     )
 
 
-def _drainer(raw: object, i: int, problems: list[str]) -> DrainerSpec:
+def _drainer(raw: object, i: int, problems: list[str], spark_account: str) -> DrainerSpec:
     where = f"drainers[{i}]"
     d = _map(raw, where, problems)
     name = str(d.get("name", ""))
@@ -147,7 +175,74 @@ def _drainer(raw: object, i: int, problems: list[str]) -> DrainerSpec:
         storage=_storage(d.get("storage"), f"{where}.storage", problems),
         resources=_map(d.get("resources"), f"{where}.resources", problems),
         config=_map(d.get("config"), f"{where}.config", problems),
+        catchup=_catchup(d.get("catchup"), f"{where}.catchup", problems, spark_account),
     )
+
+
+_K8S_ONLY = (
+    "stagingClaim",
+    "stagingMount",
+    "serviceAccount",
+    "executors",
+    "executorCores",
+    "executorMemory",
+)
+
+
+def _catchup(
+    raw: object, where: str, problems: list[str], spark_account: str
+) -> CatchUpSpec | None:
+    if raw is None:
+        return None
+    c = _map(raw, where, problems)
+    k8s = c.get("kubernetes", False)
+    if not isinstance(k8s, bool):
+        problems.append(f"{where}.kubernetes: {k8s!r} must be true or false")
+        return None
+    if not k8s:
+        problems += [
+            f"{where}.{key}: only used with kubernetes: true (the job's executors as pods)"
+            for key in _K8S_ONLY
+            if key in c
+        ]
+        return CatchUpSpec()
+    claim = str(c.get("stagingClaim") or "")
+    if not claim:
+        problems.append(
+            f"{where}.stagingClaim: required with kubernetes: true (an existing ReadWriteMany "
+            "PersistentVolumeClaim the drainer and the executor pods both mount)"
+        )
+    elif not _DNS_NAME.match(claim):
+        problems.append(f"{where}.stagingClaim: {claim!r} is not a PersistentVolumeClaim name")
+    mount = str(c.get("stagingMount", DEFAULT_STAGING_MOUNT))
+    if not mount.startswith("/") or mount.rstrip("/") == "" or ".." in mount.split("/"):
+        problems.append(f"{where}.stagingMount: {mount!r} must be an absolute path below /")
+    elif any(_overlaps(mount, used) for used in _RESERVED_MOUNTS):
+        problems.append(
+            f"{where}.stagingMount: {mount!r} overlaps the drainer's own mounts "
+            f"({', '.join(_RESERVED_MOUNTS)})"
+        )
+    account = str(c.get("serviceAccount") or spark_account)
+    if not _DNS_NAME.match(account):
+        problems.append(f"{where}.serviceAccount: {account!r} is not a ServiceAccount name")
+    memory = str(c.get("executorMemory", "1g"))
+    if not _JVM_SIZE.match(memory):
+        problems.append(f"{where}.executorMemory: {memory!r} must be a JVM size such as 2g")
+    return CatchUpSpec(
+        kubernetes=True,
+        staging_claim=claim,
+        staging_mount=mount.rstrip("/"),
+        service_account=account,
+        executors=_positive(c.get("executors", 2), f"{where}.executors", problems),
+        executor_cores=_positive(c.get("executorCores", 1), f"{where}.executorCores", problems),
+        executor_memory=memory,
+    )
+
+
+def _overlaps(path: str, other: str) -> bool:
+    """Whether one of two absolute paths is the other or below it."""
+    a, b = path.rstrip("/") + "/", other.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
 
 
 def _upstream(raw: object, problems: list[str]) -> SecretKey | None:
@@ -176,6 +271,13 @@ def _count(raw: object, where: str, problems: list[str]) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
         problems.append(f"{where}: {raw!r} must be a non-negative integer")
         return 0
+    return raw
+
+
+def _positive(raw: object, where: str, problems: list[str]) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        problems.append(f"{where}: {raw!r} must be an integer of at least 1")
+        return 1
     return raw
 
 

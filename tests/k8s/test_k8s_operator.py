@@ -54,6 +54,7 @@ FAST = {
     "BINLOG_OPERATOR_STATUS_INTERVAL": "1",
     "BINLOG_OPERATOR_RETRY_DELAY": "1",
     "BINLOG_OPERATOR_OFFLINE_TIMEOUT": "60",
+    "BINLOG_OPERATOR_DRAINER_CLOSE_TIMEOUT": "20",
 }
 
 
@@ -285,13 +286,12 @@ async def test_scale_down_closes_real_pumps_first_and_loses_no_binlog(
                 )
             )
         addresses = tmp_path / "pumps.json"
-        addresses.write_text(
-            json.dumps(
-                {f"{ns}/c4-pump-{i}": f"127.0.0.1:{p.http_port}" for i, p in enumerate(pumps)}
-            )
-        )
+        drainer_port = free_port_pair()
+        nodes = {f"{ns}/c4-pump-{i}": f"127.0.0.1:{p.http_port}" for i, p in enumerate(pumps)}
+        nodes[f"{ns}/c4-drainer-down-0"] = f"127.0.0.1:{drainer_port + 1}"
+        addresses.write_text(json.dumps(nodes))
         db = tmp_path / "down.db"
-        drainer = start_drainer(tmp_path, etcd.endpoint, "c4-drainer-down-0", db)
+        drainer = start_drainer(tmp_path, etcd.endpoint, "c4-drainer-down-0", db, port=drainer_port)
         env = {**FAST, "BINLOG_OPERATOR_PUMP_ADDRESS_FILE": str(addresses)}
         with run_operator(binlog_chart, ns, tmp_path, env):
             spec = cluster(
@@ -363,12 +363,22 @@ async def test_scale_down_closes_real_pumps_first_and_loses_no_binlog(
                     await commit(row_value(version, 1000))
                     await eventually_async(lambda: 1000 in downstream_ids(db), "a later row")
 
-            # deleting the cluster takes the last pump offline before it goes
+            # deleting the cluster takes the last pump offline before it goes, then the
+            # drainer (it consumed the pump's binlogs first)
             kube.kubectl("delete", "bc", "c4", "-n", ns, "--wait=false")
             await eventually_async(
                 lambda: kube.get("bc", "c4", "-n", ns) is None, "c4 deleted", within=120
             )
             assert pumps[0].proc.wait(30) == 0
+            assert drainer.wait(30) == 0
+            async with EtcdKv.connect([etcd.endpoint]) as kv:
+                registry = NodeRegistry(kv)
+                for kind, node in [
+                    (NodeKind.PUMP, "c4-pump-0"),
+                    (NodeKind.DRAINER, "c4-drainer-down-0"),
+                ]:
+                    status = await registry.get(kind, node)
+                    assert status is not None and status.state is NodeState.OFFLINE, node
     finally:
         for p in pumps:
             if p.proc.poll() is None:

@@ -175,19 +175,19 @@ def test_a_config_the_service_would_refuse_is_a_spec_error() -> None:
     }
     spec = parse(drainer)
     with pytest.raises(SpecError, match="worker-count"):
-        check_drainer(drainer_toml(spec, spec.drainers[0]), "d")
+        check_drainer(drainer_toml(spec, spec.drainers[0], "c1", "ns1"), "d")
 
 
 def test_a_tls_cluster_passes_the_check_though_its_files_exist_only_in_the_pods() -> None:
     spec = parse({**RAW, "tls": {"secretName": "c1-tls"}})
-    check_all(spec)  # the loader requires the files to exist: the check uses stand-ins
-    for text in (pump_toml(spec), drainer_toml(spec, spec.drainers[0])):
+    check_all(spec, "c1", "ns1")  # the loader requires the files to exist: the check uses stand-ins
+    for text in (pump_toml(spec), drainer_toml(spec, spec.drainers[0], "c1", "ns1")):
         assert 'ssl-ca = "/etc/binlog/tls/ca.crt"' in text
         assert 'ssl-cert = "/etc/binlog/tls/tls.crt"' in text
         assert 'ssl-key = "/etc/binlog/tls/tls.key"' in text
     bad = parse({**RAW, "tls": {"secretName": "c1-tls"}, "pumps": {"config": {"gc": "x"}}})
     with pytest.raises(SpecError, match="gc") as caught:
-        check_all(bad)
+        check_all(bad, "c1", "ns1")
     assert not any("ssl" in p for p in caught.value.problems)
 
 
