@@ -129,6 +129,11 @@ class CatchUp:
     def active(self) -> bool:
         return self.phase in (Phase.DRAINING, Phase.STAGING, Phase.RUNNING, Phase.FINISHING)
 
+    @property
+    def holds_stream(self) -> bool:
+        """The stream after the range waits (unconverted) until the job has ended."""
+        return self.phase in (Phase.DRAINING, Phase.STAGING, Phase.RUNNING)
+
     def request(self) -> bool:
         """An operator's trigger; False if one is under way already."""
         if self.active:

@@ -249,7 +249,12 @@ class Syncer:
             delay = min(delay * 2, RETRY_BACKOFF_MAX)
 
     async def drain(self, timeout: float) -> bool:  # noqa: ASYNC109 (a deadline, not a call timeout)
-        """Wait until every queued binlog was applied; False if ``timeout`` s passed first."""
+        """Wait until every queued binlog was applied; False if ``timeout`` s passed first, or
+        at once while a catch-up holds the stream (nothing queued is applied before its job
+        ends, and the stop ends the job)."""
+        if self.catchup is not None and self.catchup.holds_stream:
+            log.info("%d merged binlogs wait for the catch-up: not applied", self._queue.qsize())
+            return False
         try:
             async with asyncio.timeout(timeout):
                 await self._queue.join()
