@@ -32,13 +32,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mysqlsource import Position, SourceConfig, current_position, open_source
-from mysqlsource.dump import BinlogDump
-from sinks.blackhole import BlackholeSink
-from sinks.filter import TableFilter
-from sinks.model import Sink, SinkOptions, Txn
-from sinks.registry import open_sink
 from tests.support.mariadb import MariaDBServer, make_template, running_server
+from tributary.sinks.blackhole import BlackholeSink
+from tributary.sinks.filter import TableFilter
+from tributary.sinks.model import Sink, SinkOptions, Txn
+from tributary.sinks.registry import open_sink
+from tributary.sources.mysql import Position, SourceConfig, current_position, open_source
+from tributary.sources.mysql.dump import BinlogDump
 
 FULL = ("--binlog-row-metadata=FULL", "--max-binlog-size=1G")
 BATCH_ROWS = 5000

@@ -34,10 +34,10 @@ from typing import Any
 from services.spark.catchup import run_catchup
 from services.spark.session import spark_session
 from services.spark.target import Progress
-from sinks.model import RowChange, SinkOptions, SqlValue, TableInfo, Txn
-from sinks.registry import open_sink
-from staging import StagingWriter
 from tests.support.mariadb import MariaDBServer, make_template, running_server
+from tributary.sinks.model import RowChange, SinkOptions, SqlValue, TableInfo, Txn
+from tributary.sinks.registry import open_sink
+from tributary.staging import StagingWriter
 
 CREATE = (
     "CREATE TABLE {name} (id BIGINT NOT NULL PRIMARY KEY, k INT NOT NULL DEFAULT 0, "

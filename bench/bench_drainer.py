@@ -39,16 +39,16 @@ import asyncmy
 import uvloop
 
 from bench.bench_pump_write import peak_rss_mib
-from coord.cluster_id import read_cluster_id
-from coord.etcd import EtcdKv
-from ddlhistory import Action, DbInfo, KvDdlHistory
-from ddlhistory.build import ddl_job, table_info
-from pumpclient import PumpsClient
 from services.demo.cluster import DemoCluster
 from services.demo.procs import Supervisor
-from sinks.checkpoint import CheckpointRecord
 from tests.support.mariadb import MariaDBServer, make_template, running_server
-from tidbcodec import (
+from tributary.coord.cluster_id import read_cluster_id
+from tributary.coord.etcd import EtcdKv
+from tributary.ddlhistory import Action, DbInfo, KvDdlHistory
+from tributary.ddlhistory.build import ddl_job, table_info
+from tributary.pumpclient import PumpsClient
+from tributary.sinks.checkpoint import CheckpointRecord
+from tributary.tidbcodec import (
     BytesDatum,
     Datum,
     IntDatum,
@@ -56,9 +56,9 @@ from tidbcodec import (
     encode_inserted_row,
     encode_updated_row,
 )
-from tidbcodec import mysqltypes as mt
-from tso.client import TsoClient
-from wire.binlog import MutationType, PrewriteValue, TableMutation
+from tributary.tidbcodec import mysqltypes as mt
+from tributary.tso.client import TsoClient
+from tributary.wire.binlog import MutationType, PrewriteValue, TableMutation
 
 DB = DbInfo(1, "bench")
 COLUMNS = [

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import uvloop
 
-from coord.cluster_id import read_cluster_id
-from coord.etcd import EtcdKv
-from pumpclient import PumpsClient
 from services.demo.cluster import DemoCluster
 from services.demo.procs import Supervisor
 from services.pump.storage.record import encode_batch
-from wire.binlog import Binlog, BinlogType
+from tributary.coord.cluster_id import read_cluster_id
+from tributary.coord.etcd import EtcdKv
+from tributary.pumpclient import PumpsClient
+from tributary.wire.binlog import Binlog, BinlogType
 
 PAYLOAD = 1024
 

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from services.pump.storage import Storage, StorageSettings, WriteItem
 from services.pump.storage.record import encode_batch
-from wire import ts
-from wire.binlog import Binlog, BinlogType
-from wire.peek import peek
+from tributary.wire import ts
+from tributary.wire.binlog import Binlog, BinlogType
+from tributary.wire.peek import peek
 
 PREWRITE = BinlogType(BinlogType.Prewrite)
 COMMIT = BinlogType(BinlogType.Commit)

@@ -22,12 +22,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from coord.kv import KeyValue, Kv
 from services.capture.errors import BadRecord
 from services.capture.keys import FeedId, KeyKind, Keys
 from services.capture.model import ChangeFeedInfo, ChangeFeedStatus
-from sinks.urls import redact
-from wire.ts import physical_ms
+from tributary.coord.kv import KeyValue, Kv
+from tributary.sinks.urls import redact
+from tributary.wire.ts import physical_ms
 
 Entry = dict[str, Any]
 

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 from binlog_operator.spec import ClusterSpec, DrainerSpec, SpecError
 from services.drainer.config import DrainerConfig
 from services.pump.config import PumpConfig
-from settings import SettingsError, load
-from settings.dump import toml_literal
+from tributary.settings import SettingsError, load
+from tributary.settings.dump import toml_literal
 
 PUMP_GRPC_PORT = 8250
 PUMP_HTTP_PORT = 8251

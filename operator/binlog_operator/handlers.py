@@ -34,8 +34,8 @@ from binlog_operator.reconcile import Reconciler
 from binlog_operator.scaledown import PumpCloser, ScaleDownError
 from binlog_operator.spec import SpecError
 from binlog_operator.status import node_entries, readiness
-from coord.etcd import EtcdKv
-from coord.kv import Kv, KvError
+from tributary.coord.etcd import EtcdKv
+from tributary.coord.kv import Kv, KvError
 
 log = logging.getLogger(__name__)
 OPTIONS: Options = from_env()

@@ -66,7 +66,7 @@ def _probe(pod: Pod, path: str) -> Obj:
     if not (pod.https and pod.tls_secret):
         return {"httpGet": {"path": path, "port": "http"}}
     url = f"https://127.0.0.1:{pod.ports['http']}{path}"
-    probe = ["python", "-m", "servicekit.probe", url, "--tls-dir", TLS_DIR]
+    probe = ["python", "-m", "tributary.servicekit.probe", url, "--tls-dir", TLS_DIR]
     return {"exec": {"command": probe}, "timeoutSeconds": 5}
 
 

@@ -36,9 +36,9 @@ from binlog_operator.scaledown import PumpCloser, ScaleDownError, close_pumps, p
 from binlog_operator.spec import DEFAULT_SPARK_ACCOUNT, ClusterSpec, SpecError, parse
 from binlog_operator.teardown import close_within
 from binlog_operator.tlsctx import context_for
-from coord.kv import Kv, KvError
-from registry.registry import NodeRegistry, RegistryError
-from registry.status import NodeKind, NodeState, NodeStatus, StatusError
+from tributary.coord.kv import Kv, KvError
+from tributary.registry.registry import NodeRegistry, RegistryError
+from tributary.registry.status import NodeKind, NodeState, NodeStatus, StatusError
 
 log = logging.getLogger(__name__)
 

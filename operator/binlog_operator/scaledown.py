@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from coord.kv import KvError
-from registry.registry import NodeRegistry, RegistryError
-from registry.status import NodeKind, NodeState, NodeStatus, StatusError
+from tributary.coord.kv import KvError
+from tributary.registry.registry import NodeRegistry, RegistryError
+from tributary.registry.status import NodeKind, NodeState, NodeStatus, StatusError
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from registry.status import NodeState, NodeStatus
+from tributary.registry.status import NodeState, NodeStatus
 
 Condition = dict[str, Any]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from binlog_operator.kube import KubeClient, KubeError
 from binlog_operator.scaledown import ScaleDownError
-from telemetry.tls import ALPN_HTTP
+from tributary.telemetry.tls import ALPN_HTTP
 
 KEYS = ("ca.crt", "tls.crt", "tls.key")
 

@@ -24,10 +24,10 @@ from urllib.parse import quote
 
 import aiohttp
 
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
 from services.binlogctl.errors import CtlError, WaitTimedOut, singular
-from settings import split_host_port
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.settings import split_host_port
 
 Progress = Callable[[str], None]
 

@@ -17,8 +17,8 @@ from services.binlogctl import commands
 from services.binlogctl.config import CtlConfig, split_command
 from services.binlogctl.errors import CtlError, singular
 from services.binlogctl.render import render, update_warning
-from settings import SettingsError, load
-from telemetry import configure_logging
+from tributary.settings import SettingsError, load
+from tributary.telemetry import configure_logging
 
 log = logging.getLogger("services.binlogctl")
 

@@ -15,19 +15,19 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
-from coord.cluster_id import read_cluster_id
-from coord.etcd import EtcdKv
-from coord.kv import Kv, KvError
-from registry.registry import NodeNotFoundError, NodeRegistry, RegistryError
-from registry.status import NodeKind, NodeState, NodeStatus, StatusError
 from services.binlogctl import actions, meta
 from services.binlogctl.actions import Progress
 from services.binlogctl.config import Command, CtlConfig
 from services.binlogctl.errors import CtlError, EtcdUnreachable, NodeNotFound, singular
 from services.binlogctl.results import ActionApplied, MetaWritten, NodeList, Result, StateUpdated
-from telemetry.tls import ALPN_HTTP, TlsError, client_context
-from tso.client import TsoClient
-from tso.errors import TsoError
+from tributary.coord.cluster_id import read_cluster_id
+from tributary.coord.etcd import EtcdKv
+from tributary.coord.kv import Kv, KvError
+from tributary.registry.registry import NodeNotFoundError, NodeRegistry, RegistryError
+from tributary.registry.status import NodeKind, NodeState, NodeStatus, StatusError
+from tributary.telemetry.tls import ALPN_HTTP, TlsError, client_context
+from tributary.tso.client import TsoClient
+from tributary.tso.errors import TsoError
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from registry.status import NodeKind, NodeState
-from settings import (
+from tributary.registry.status import NodeKind, NodeState
+from tributary.settings import (
     DURATION,
     HOST_PORT,
     URL_LIST,
@@ -25,7 +25,7 @@ from settings import (
     choice,
     setting,
 )
-from settings.model import spec_tree
+from tributary.settings.model import spec_tree
 
 
 class Command(enum.StrEnum):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from registry.status import NodeKind
+from tributary.registry.status import NodeKind
 
 
 class CtlError(Exception):

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, tzinfo
 from typing import Any
 
-from registry.status import NodeStatus
 from services.binlogctl.errors import singular
 from services.binlogctl.results import ActionApplied, MetaWritten, NodeList, Result, StateUpdated
-from wire import ts as tso
+from tributary.registry.status import NodeStatus
+from tributary.wire import ts as tso
 
 _COLUMNS = ("NODE ID", "ADDRESS", "STATE", "MAX COMMIT TS", "COMMIT TIME", "UPDATE TIME")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from registry.status import NodeKind, NodeStatus
+from tributary.registry.status import NodeKind, NodeStatus
 
 
 @dataclass(frozen=True)

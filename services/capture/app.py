@@ -17,7 +17,6 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
-from coord.etcd import EtcdKv
 from services.capture.capture import Capture
 from services.capture.config import CaptureConfig
 from services.capture.feeds import Feeds
@@ -28,10 +27,11 @@ from services.capture.model import CaptureInfo
 from services.capture.processor import Processor, SinkOpener
 from services.capture.source import ChangeSource
 from services.capture.state import FeedView
-from settings import split_host_port
-from sinks.registry import open_sink
-from telemetry.http import OpsServer
-from telemetry.tls import ALPN_HTTP, server_context
+from tributary.coord.etcd import EtcdKv
+from tributary.settings import split_host_port
+from tributary.sinks.registry import open_sink
+from tributary.telemetry.http import OpsServer
+from tributary.telemetry.tls import ALPN_HTTP, server_context
 
 log = logging.getLogger(__name__)
 

@@ -22,14 +22,14 @@ import logging
 import time
 from collections.abc import Callable
 
-from coord.election import Election, ElectionLost
-from coord.kv import Kv, KvError, Lease
 from services.capture.errors import NotOwner
 from services.capture.keys import Keys
 from services.capture.manager import ProcessorFactory, ProcessorManager
 from services.capture.model import CaptureInfo
 from services.capture.owner import Owner
 from services.capture.worker import EtcdWorker
+from tributary.coord.election import Election, ElectionLost
+from tributary.coord.kv import Kv, KvError, Lease
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ import tomllib
 from collections.abc import Sequence
 from typing import Any
 
-from servicekit.main import run_service
 from services.capture.client import ApiClient, ClientError
-from settings import SecuritySettings
-from telemetry.tls import ALPN_HTTP, TlsError, client_context
+from tributary.servicekit.main import run_service
+from tributary.settings import SecuritySettings
+from tributary.telemetry.tls import ALPN_HTTP, TlsError, client_context
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,7 +8,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from services.capture.keys import valid_id
-from settings import DURATION, HOST_PORT, URL_LIST, SecuritySettings, choice, group, setting
+from tributary.settings import (
+    DURATION,
+    HOST_PORT,
+    URL_LIST,
+    SecuritySettings,
+    choice,
+    group,
+    setting,
+)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from coord.kv import Kv
 from services.capture.errors import BadRequest, FeedExists, FeedNotFound
 from services.capture.keys import FeedId, KeyKind, Keys, valid_id
 from services.capture.model import (
@@ -32,8 +31,9 @@ from services.capture.rules import table_filter
 from services.capture.source import ChangeSource
 from services.capture.state import ClusterState, Mirror
 from services.capture.worker import Patch, PatchGroup, PatchResult, update
-from sinks.registry import OPENERS, scheme_of
-from wire.ts import from_seconds
+from tributary.coord.kv import Kv
+from tributary.sinks.registry import OPENERS, scheme_of
+from tributary.wire.ts import from_seconds
 
 ChangeFeedInfoFn = Callable[[ChangeFeedInfo], ChangeFeedInfo]
 

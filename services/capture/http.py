@@ -17,13 +17,13 @@ from typing import Any
 
 from aiohttp import web
 
-from coord.kv import Compare, CompareOp, Delete, KvError
 from services.capture.errors import BadRequest, CaptureError, FeedExists, FeedNotFound
 from services.capture.feeds import CreateRequest, Feeds, UpdateRequest
 from services.capture.keys import DEFAULT_NAMESPACE, FeedId
 from services.capture.model import VERSION, ReplicaConfig
 from services.capture.present import feed_detail, feed_summary
-from telemetry.http import ApiError, json_response, read_json
+from tributary.coord.kv import Compare, CompareOp, Delete, KvError
+from tributary.telemetry.http import ApiError, json_response, read_json
 
 
 def _error(e: Exception) -> ApiError:

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from services.capture.capture import Capture
-from telemetry import Metrics
+from tributary.telemetry import Metrics
 
 
 class _Snapshot:

@@ -12,9 +12,9 @@ import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import mysqlsource
 from services.capture.source import SourceFailure, SourceItem
-from sinks.filter import TableFilter
+from tributary.sinks.filter import TableFilter
+from tributary.sources import mysql as mysqlsource
 
 
 class MysqlChangeSource:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from services.capture.model import ChangeFeedInfo, ChangeFeedStatus, ReplicaConfig, RunningError
-from wire.ts import physical_ms
+from tributary.wire.ts import physical_ms
 
 
 def ts_time(ts: int) -> str:

@@ -33,7 +33,7 @@ from services.capture.keys import FeedId
 from services.capture.model import ChangeFeedInfo, ChangeFeedStatus, RunningError, now_text
 from services.capture.rules import table_filter
 from services.capture.source import ChangeSource, SourceItem
-from sinks.model import Sink, SinkError, SinkOptions, Txn
+from tributary.sinks.model import Sink, SinkError, SinkOptions, Txn
 
 log = logging.getLogger(__name__)
 

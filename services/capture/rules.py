@@ -16,7 +16,7 @@ import fnmatch
 from collections.abc import Sequence
 
 from services.capture.errors import BadRequest
-from sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter
+from tributary.sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter
 
 _GLOB = frozenset("*?[")
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from services.capture.errors import CaptureError
-from sinks.filter import TableFilter
-from sinks.model import Txn
+from tributary.sinks.filter import TableFilter
+from tributary.sinks.model import Txn
 
 
 class SourceFailure(CaptureError):

@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from coord.kv import KeyValue, WatchEvent, WatchEventKind
 from services.capture.errors import BadRecord
 from services.capture.keys import FeedId, KeyKind, Keys
 from services.capture.model import CaptureInfo, ChangeFeedInfo, ChangeFeedStatus, TaskPosition
+from tributary.coord.kv import KeyValue, WatchEvent, WatchEventKind
 
 log = logging.getLogger(__name__)
 

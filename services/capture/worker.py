@@ -30,10 +30,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from coord.kv import Compare, CompareOp, Delete, Kv, KvError, Put, TxnResult
 from services.capture.errors import Conflict
 from services.capture.keys import Keys
 from services.capture.state import ClusterState, Entry, Mirror
+from tributary.coord.kv import Compare, CompareOp, Delete, Kv, KvError, Put, TxnResult
 
 log = logging.getLogger(__name__)
 

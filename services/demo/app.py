@@ -27,12 +27,6 @@ from typing import Any, TypeVar
 
 import aiohttp
 
-from checker import CheckerError, Report, compare
-from coord.cluster_id import read_cluster_id
-from coord.election import current_leader
-from coord.etcd import EtcdKv
-from ddlhistory import KvDdlHistory
-from pumpclient import PumpsClient
 from services.demo.cluster import DemoCluster, DrainerNode, PumpNode, prepare_data_dir
 from services.demo.ctl import run_binlogctl
 from services.demo.databases import bank_total, bank_total_at, clear_mysql
@@ -44,9 +38,15 @@ from services.demo.procs import Supervisor
 from services.demo.progress import Counts, lag_seconds, rate
 from services.demo.ui import Console
 from services.demo.verdict import Verdict
-from tso.client import TsoClient
-from tso.keys import LEADER_PREFIX
-from workload import Upstream, WorkloadError, open_upstream
+from tributary.checker import CheckerError, Report, compare
+from tributary.coord.cluster_id import read_cluster_id
+from tributary.coord.election import current_leader
+from tributary.coord.etcd import EtcdKv
+from tributary.ddlhistory import KvDdlHistory
+from tributary.pumpclient import PumpsClient
+from tributary.tso.client import TsoClient
+from tributary.tso.keys import LEADER_PREFIX
+from tributary.workload import Upstream, WorkloadError, open_upstream
 
 log = logging.getLogger(__name__)
 

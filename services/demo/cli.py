@@ -24,7 +24,7 @@ from services.demo.endpoints import DOWNSTREAM_ENV, UPSTREAM_ENV, UsageError, en
 from services.demo.errors import DemoError
 from services.demo.procs import Supervisor
 from services.demo.ui import Console
-from telemetry import configure_logging
+from tributary.telemetry import configure_logging
 
 log = logging.getLogger("services.demo")
 

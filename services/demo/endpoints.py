@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from services.demo.errors import DemoError
-from sinks.urls import redact
+from tributary.sinks.urls import redact
 
 UPSTREAM_ENV = "TRIBUTARY_DEMO_UPSTREAM"
 DOWNSTREAM_ENV = "TRIBUTARY_DEMO_DOWNSTREAM"

@@ -19,12 +19,12 @@ import logging
 import time
 from dataclasses import dataclass
 
-from ddlhistory import KvDdlHistory
 from services.demo.endpoints import BANK_DB, MIXED_DB
 from services.demo.progress import Counts
-from tso.client import Tso
-from workload import Bank, BinlogWriter, Env, Mixed, Upstream, WorkloadStats, build_env
-from workload.runner import run_writers
+from tributary.ddlhistory import KvDdlHistory
+from tributary.tso.client import Tso
+from tributary.workload import Bank, BinlogWriter, Env, Mixed, Upstream, WorkloadStats, build_env
+from tributary.workload.runner import run_writers
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wire.ts import physical_ms
+from tributary.wire.ts import physical_ms
 
 APPLIED_METRIC = "binlog_drainer_applied_binlog_count"
 

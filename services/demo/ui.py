@@ -13,13 +13,13 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from checker import Report
 from services.demo.cluster import DrainerNode, Etcd, PumpNode
 from services.demo.ctl import check_argv, ctl_argv, shown
 from services.demo.endpoints import DOWNSTREAM_ENV, UPSTREAM_ENV, Endpoints
 from services.demo.load import LoadResult, split
 from services.demo.progress import HEADER, Counts, progress_line, rate
 from services.demo.verdict import Verdict
+from tributary.checker import Report
 
 STEPS = 7
 INDENT = "      "

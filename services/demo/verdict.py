@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checker import Report
+from tributary.checker import Report
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from coord.kv import KvError
 from services.drainer.errors import CollectorStopped
-from wire.binlog import (
+from tributary.coord.kv import KvError
+from tributary.wire.binlog import (
     CisternBase,
     DumpBinlogReq,
     DumpBinlogResp,

@@ -30,15 +30,6 @@ from typing import NoReturn
 
 from grpclib.server import Server
 
-from coord.cluster_id import ensure_cluster_id
-from coord.etcd import EtcdKv
-from coord.kv import Kv, KvError
-from ddlhistory import DdlHistory, KvDdlHistory, TidbHttpDdlHistory
-from registry.heartbeat import Heartbeat
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
-from servicekit.net import status_addr
-from servicekit.node import claim_node
 from services.drainer.api import CisternApi
 from services.drainer.backlog import PumpBacklog, grpc_asker
 from services.drainer.catchup import CatchUp, CatchUpSettings
@@ -56,16 +47,25 @@ from services.drainer.progress import Checkpointer
 from services.drainer.puller import Puller
 from services.drainer.state import DrainerState
 from services.drainer.syncer import Syncer
-from sinks.model import Sink, SinkOptions
-from sinks.model import SinkError as DownstreamError
-from sinks.registry import open_sink, redact
-from telemetry.grpcauth import enforce_allowed_cn
-from telemetry.http import OpsServer
-from telemetry.logs import ContextAdapter
-from telemetry.tls import ALPN_HTTP, client_context, server_context
-from tso.client import TsoClient
-from tso.errors import TsoError
-from wire.ts import from_seconds
+from tributary.coord.cluster_id import ensure_cluster_id
+from tributary.coord.etcd import EtcdKv
+from tributary.coord.kv import Kv, KvError
+from tributary.ddlhistory import DdlHistory, KvDdlHistory, TidbHttpDdlHistory
+from tributary.registry.heartbeat import Heartbeat
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.servicekit.net import status_addr
+from tributary.servicekit.node import claim_node
+from tributary.sinks.model import Sink, SinkOptions
+from tributary.sinks.model import SinkError as DownstreamError
+from tributary.sinks.registry import open_sink, redact
+from tributary.telemetry.grpcauth import enforce_allowed_cn
+from tributary.telemetry.http import OpsServer
+from tributary.telemetry.logs import ContextAdapter
+from tributary.telemetry.tls import ALPN_HTTP, client_context, server_context
+from tributary.tso.client import TsoClient
+from tributary.tso.errors import TsoError
+from tributary.wire.ts import from_seconds
 
 log = logging.getLogger(__name__)
 

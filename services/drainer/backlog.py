@@ -22,11 +22,11 @@ from collections.abc import Awaitable, Callable
 from grpclib.client import Channel
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from coord.kv import KvError
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState
-from settings.parsers import split_host_port
-from wire.binlogext import BacklogReq, PumpStatsStub
+from tributary.coord.kv import KvError
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState
+from tributary.settings.parsers import split_host_port
+from tributary.wire.binlogext import BacklogReq, PumpStatsStub
 
 log = logging.getLogger(__name__)
 

@@ -43,9 +43,9 @@ from typing import Any, NoReturn, Protocol
 
 from services.drainer.catchup_job import JobRunner, JobSpec, retriable_exit, run_job
 from services.drainer.errors import DrainerError
-from sinks.model import Txn
-from staging import RangeInfo, StagingWriter
-from wire.ts import physical_ms
+from tributary.sinks.model import Txn
+from tributary.staging import RangeInfo, StagingWriter
+from tributary.wire.ts import physical_ms
 
 log = logging.getLogger(__name__)
 

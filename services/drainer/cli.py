@@ -10,9 +10,9 @@ from __future__ import annotations
 import gc
 from collections.abc import Sequence
 
-from servicekit.main import run_service
 from services.drainer.app import serve
 from services.drainer.config import DrainerConfig
+from tributary.servicekit.main import run_service
 
 # The drainer makes and drops millions of short-lived row objects and almost no reference cycles:
 # with the default thresholds the cyclic collector ran often enough to take about a tenth of its

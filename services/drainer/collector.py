@@ -26,10 +26,10 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import NoReturn, Protocol
 
-from coord.kv import Kv, KvError, WatchEventKind
-from registry.status import NodeKind, NodeState, NodeStatus, StatusError, kind_prefix
 from services.drainer.errors import CollectorStopped
 from services.drainer.feed import Inbox, MergeFeed
+from tributary.coord.kv import Kv, KvError, WatchEventKind
+from tributary.registry.status import NodeKind, NodeState, NodeStatus, StatusError, kind_prefix
 
 log = logging.getLogger(__name__)
 

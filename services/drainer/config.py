@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from services.drainer.catchup_job import K8S_STOP_GRACE, JobSpec, KubernetesJob
-from settings import (
+from tributary.settings import (
     DURATION,
     HOST_PORT,
     INT_LIST,
@@ -31,7 +31,7 @@ from settings import (
     setting,
     tables,
 )
-from sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter
+from tributary.sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter
 
 DB_TYPES = ("mysql", "tidb", "file", "pb", "sqlite", "print", "blackhole")
 

@@ -22,12 +22,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
-from ddlhistory import DdlHistory
 from services.drainer.item import PulledBinlogItem
 from services.drainer.schema import SchemaTracker
 from services.drainer.translate import TranslateError, to_txn
-from sinks.filter import TableFilter
-from sinks.model import Txn
+from tributary.ddlhistory import DdlHistory
+from tributary.sinks.filter import TableFilter
+from tributary.sinks.model import Txn
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
-from servicekit.ops import add_state_route
 from services.drainer.catchup import CatchUp
 from services.drainer.state import DrainerState
-from telemetry.http import error_response, json_response
+from tributary.servicekit.ops import add_state_route
+from tributary.telemetry.http import error_response, json_response
 
 
 def routes(

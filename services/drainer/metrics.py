@@ -14,8 +14,8 @@ from prometheus_client.metrics_core import Metric
 
 from services.drainer.catchup import CatchUp
 from services.drainer.merge import MergeStats
-from telemetry import Metrics
-from wire.ts import physical_ms
+from tributary.telemetry import Metrics
+from tributary.wire.ts import physical_ms
 
 
 class _BeforeScrape:

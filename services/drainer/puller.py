@@ -28,10 +28,10 @@ from services.drainer.errors import MalformedPayload
 from services.drainer.feed import Inbox
 from services.drainer.item import PulledBinlogItem
 from services.drainer.pullstream import pull_messages
-from settings.parsers import split_host_port
-from wire.binlog import Pos, PullBinlogReq, PullBinlogResp
-from wire.peek import MalformedBinlog, peek
-from wire.views import MalformedMessage, PullBinlogRespView, parse_pull_response
+from tributary.settings.parsers import split_host_port
+from tributary.wire.binlog import Pos, PullBinlogReq, PullBinlogResp
+from tributary.wire.peek import MalformedBinlog, peek
+from tributary.wire.views import MalformedMessage, PullBinlogRespView, parse_pull_response
 
 log = logging.getLogger(__name__)
 

@@ -19,13 +19,13 @@ import decimal
 from collections.abc import Callable, Iterable
 from typing import cast
 
-from sinks.model import SqlValue
-from tidbcodec import CoreTime, Datum, DecodeError, JsonNull, JsonValue, from_datum
-from tidbcodec import mysqltypes as mt
-from tidbcodec.enumset import set_to_str
-from tidbcodec.json_text import to_text
-from tidbcodec.number import UINT64_MAX
-from tidbcodec.rowdecoder import Field, RowDecoder
+from tributary.sinks.model import SqlValue
+from tributary.tidbcodec import CoreTime, Datum, DecodeError, JsonNull, JsonValue, from_datum
+from tributary.tidbcodec import mysqltypes as mt
+from tributary.tidbcodec.enumset import set_to_str
+from tributary.tidbcodec.json_text import to_text
+from tributary.tidbcodec.number import UINT64_MAX
+from tributary.tidbcodec.rowdecoder import Field, RowDecoder
 
 Column = tuple[int, str, mt.ColumnType]  # id, name, type
 Decoder = RowDecoder[SqlValue]

@@ -23,12 +23,12 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ddlhistory import NOT_REPLICATED, TABLE_CHANGES, Action, DbInfo, DdlJob
-from ddlhistory import TableInfo as TidbTable
 from services.drainer.errors import DrainerError
 from services.drainer.rowvalues import Decoder, row_decoder
-from sinks.model import TableInfo
-from tidbcodec import ColumnType
+from tributary.ddlhistory import NOT_REPLICATED, TABLE_CHANGES, Action, DbInfo, DdlJob
+from tributary.ddlhistory import TableInfo as TidbTable
+from tributary.sinks.model import TableInfo
+from tributary.tidbcodec import ColumnType
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 
-from registry.status import NodeState
-from servicekit.ops import Action, ActionRefused
 from services.drainer.errors import DrainerError
+from tributary.registry.status import NodeState
+from tributary.servicekit.ops import Action, ActionRefused
 
 __all__ = ["Action", "DrainerState", "StateError"]
 

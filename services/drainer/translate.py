@@ -26,15 +26,15 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import NoReturn, TypeVar
 
-from ddlhistory import Action, DdlHistory, DdlHistoryError, DdlJob, SchemaState
 from services.drainer.errors import DrainerError
 from services.drainer.item import PulledBinlogItem
 from services.drainer.rowvalues import Decoder
 from services.drainer.schema import SchemaError, SchemaTracker, TrackedTable
-from sinks.model import Ddl, RowChange, RowKind, TableInfo, Txn
-from tidbcodec import CodecError, DecodeError
-from wire.binlog import MutationType
-from wire.views import (
+from tributary.ddlhistory import Action, DdlHistory, DdlHistoryError, DdlJob, SchemaState
+from tributary.sinks.model import Ddl, RowChange, RowKind, TableInfo, Txn
+from tributary.tidbcodec import CodecError, DecodeError
+from tributary.wire.binlog import MutationType
+from tributary.wire.views import (
     BinlogView,
     MalformedMessage,
     PrewriteValueView,

@@ -21,13 +21,13 @@ from grpclib.server import Stream
 from services.pump.intake import Intake, Reason, WriteRefused
 from services.pump.pullwire import EncodedReply, encode_pull_resp
 from services.pump.storage import PulledBinlog, StorageError
-from wire.binlog import (
+from tributary.wire.binlog import (
     PullBinlogReq,
     PumpBase,
     WriteBinlogReq,
     WriteBinlogResp,
 )
-from wire.binlogext import (
+from tributary.wire.binlogext import (
     BacklogReq,
     BacklogResp,
     PumpBatchBase,

@@ -25,13 +25,6 @@ from pathlib import Path
 
 from grpclib.server import Server
 
-from coord.cluster_id import ensure_cluster_id
-from coord.etcd import EtcdKv
-from registry.heartbeat import Heartbeat
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
-from servicekit.net import status_addr
-from servicekit.node import claim_node
 from services.pump import lifecycle
 from services.pump.api import PumpApi, PumpBatchApi, PumpStatsApi
 from services.pump.config import PumpConfig
@@ -42,13 +35,20 @@ from services.pump.offline import check_marker, write_marker
 from services.pump.pullwire import PullCodec
 from services.pump.state import Action, PumpState
 from services.pump.storage import RollbackResolver, Storage, StorageSettings, wall_clock_ts
-from telemetry.grpcauth import enforce_allowed_cn
-from telemetry.http import OpsServer
-from telemetry.logs import ContextAdapter
-from telemetry.tls import ALPN_HTTP, client_context, server_context
-from tso.client import Tso, TsoClient
-from tso.member import TsoMember
-from tso.service import TsoService
+from tributary.coord.cluster_id import ensure_cluster_id
+from tributary.coord.etcd import EtcdKv
+from tributary.registry.heartbeat import Heartbeat
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.servicekit.net import status_addr
+from tributary.servicekit.node import claim_node
+from tributary.telemetry.grpcauth import enforce_allowed_cn
+from tributary.telemetry.http import OpsServer
+from tributary.telemetry.logs import ContextAdapter
+from tributary.telemetry.tls import ALPN_HTTP, client_context, server_context
+from tributary.tso.client import Tso, TsoClient
+from tributary.tso.member import TsoMember
+from tributary.tso.service import TsoService
 
 log = logging.getLogger(__name__)
 

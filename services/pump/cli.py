@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from servicekit.main import run_service
 from services.pump.app import serve
 from services.pump.config import PumpConfig
+from tributary.servicekit.main import run_service
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from settings import (
+from tributary.settings import (
     BYTE_SIZE,
     DAYS_OR_DURATION,
     DURATION,

@@ -14,13 +14,13 @@ from typing import Any
 
 from aiohttp import web
 
-from registry.registry import NodeRegistry
-from registry.status import NodeKind
-from servicekit.ops import add_state_route
 from services.pump.state import PumpState
 from services.pump.storage import Storage, StorageError
-from telemetry.http import ApiError, json_response
-from wire.binlog import Binlog, BinlogType, PrewriteValue
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind
+from tributary.servicekit.ops import add_state_route
+from tributary.telemetry.http import ApiError, json_response
+from tributary.wire.binlog import Binlog, BinlogType, PrewriteValue
 
 
 def _status_doc(raw: bytes) -> Any:

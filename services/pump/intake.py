@@ -17,8 +17,8 @@ from typing import Protocol
 
 from services.pump.state import PumpState
 from services.pump.storage import StorageError, StorageFull, WriteItem
-from wire.binlog import BinlogType
-from wire.peek import BinlogHeader, MalformedBinlog, peek
+from tributary.wire.binlog import BinlogType
+from tributary.wire.peek import BinlogHeader, MalformedBinlog, peek
 
 log = logging.getLogger(__name__)
 

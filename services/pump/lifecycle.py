@@ -20,13 +20,13 @@ from collections.abc import Awaitable, Callable
 from grpclib.client import Channel
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
 from services.pump.intake import Intake
 from services.pump.storage import Storage
-from tso.client import Tso
-from wire import ts as tso_ts
-from wire.binlog import Binlog, BinlogType, CisternStub, NotifyReq
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.tso.client import Tso
+from tributary.wire import ts as tso_ts
+from tributary.wire.binlog import Binlog, BinlogType, CisternStub, NotifyReq
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 
 from services.pump.storage import StorageStats
-from telemetry import Metrics, exponential_buckets
+from tributary.telemetry import Metrics, exponential_buckets
 
 
 class _BeforeScrape:

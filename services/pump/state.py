@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 
-from registry.status import NodeState
-from servicekit.ops import Action, ActionRefused
+from tributary.registry.status import NodeState
+from tributary.servicekit.ops import Action, ActionRefused
 
 __all__ = ["Action", "PumpState", "StateError"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from services.reparo.config import ReparoConfig
 from services.reparo.reader import read_txns
-from sinks.model import SinkOptions, Txn
-from sinks.registry import open_sink
+from tributary.sinks.model import SinkOptions, Txn
+from tributary.sinks.registry import open_sink
 
 log = logging.getLogger(__name__)
 

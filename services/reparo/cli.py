@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from services.reparo.app import run
 from services.reparo.config import ReparoConfig
-from settings import SettingsError, dump, load
-from sinks.model import SinkError
-from telemetry import configure_logging
+from tributary.settings import SettingsError, dump, load
+from tributary.sinks.model import SinkError
+from tributary.telemetry import configure_logging
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from settings import STR_LIST, Kind, choice, group, setting
-from settings.parsers import parse_str_list
-from sinks.filter import FilterError, TableFilter, parse_table
-from sinks.registry import OPENERS, scheme_of
-from wire import ts
+from tributary.settings import STR_LIST, Kind, choice, group, setting
+from tributary.settings.parsers import parse_str_list
+from tributary.sinks.filter import FilterError, TableFilter, parse_table
+from tributary.sinks.registry import OPENERS, scheme_of
+from tributary.wire import ts
 
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 Tables = tuple[tuple[str, str], ...]

@@ -35,7 +35,7 @@ from services.spark.mysql_target import _q
 from services.spark.session import spark_session
 from services.spark.splits import KeyColumn, predicates, split_points, string_literal
 from services.spark.target import Progress, TableChanges, open_target
-from staging.format import StagedColumn, StagedTable, arrow_kind
+from tributary.staging.format import StagedColumn, StagedTable, arrow_kind
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from services.spark.mysql_target import MysqlTarget
 from services.spark.session import spark_session
 from services.spark.target import Progress, TableChanges, Target, open_target
 from services.spark.terminate import StopOnSigterm, stop_quietly
-from staging.format import RangeInfo, StagedTable, StagingError, read_range
+from tributary.staging.format import RangeInfo, StagedTable, StagingError, read_range
 
 log = logging.getLogger(__name__)
 

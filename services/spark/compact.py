@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from staging.format import COMMIT_TS, META_COLUMNS, OP, OP_DELETE, OP_UPSERT, SEQ
+from tributary.staging.format import COMMIT_TS, META_COLUMNS, OP, OP_DELETE, OP_UPSERT, SEQ
 
 _RANK = "_rank"
 

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from services.spark.lake_manifest import MANIFEST, LakeFile, LakeRange, Manifest
 from services.spark.target import Applied, Progress, TableChanges
-from staging.format import COMMIT_TS, OP, OP_DELETE, OP_UPSERT, SEQ
+from tributary.staging.format import COMMIT_TS, OP, OP_DELETE, OP_UPSERT, SEQ
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from pyspark.sql import SparkSession
 from services.spark.jdbc import JdbcSession, MysqlEndpoint
 from services.spark.load_data import load_statement, write_csv
 from services.spark.target import Applied, Progress, TableChanges
-from sinks.sql import MYSQL, quote
-from staging.format import StagedTable
+from tributary.sinks.sql import MYSQL, quote
+from tributary.staging.format import StagedTable
 
 log = logging.getLogger(__name__)
 

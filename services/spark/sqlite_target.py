@@ -17,8 +17,8 @@ from pyspark.sql import DataFrame
 
 from services.spark.errors import JobError
 from services.spark.target import Applied, Progress, TableChanges
-from sinks.sql import SQLITE, quote, table_name
-from staging.format import StagedTable, arrow_kind
+from tributary.sinks.sql import SQLITE, quote, table_name
+from tributary.staging.format import StagedTable, arrow_kind
 
 CHUNK = 5000
 _INT64 = 1 << 63

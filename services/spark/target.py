@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pyspark.sql import DataFrame, SparkSession
 
 from services.spark.errors import JobError
-from staging.format import StagedTable
+from tributary.staging.format import StagedTable
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,13 @@ from types import TracebackType
 
 from grpclib.server import Server
 
-from coord.cluster_id import ensure_cluster_id
-from coord.etcd import EtcdKv
-from coord.kv import Kv
-from settings.parsers import split_host_port
-from tso.clock import Clock
-from tso.member import MemberTiming, TsoMember
-from tso.service import TsoService
+from tributary.coord.cluster_id import ensure_cluster_id
+from tributary.coord.etcd import EtcdKv
+from tributary.coord.kv import Kv
+from tributary.settings.parsers import split_host_port
+from tributary.tso.clock import Clock
+from tributary.tso.member import MemberTiming, TsoMember
+from tributary.tso.service import TsoService
 
 log = logging.getLogger(__name__)
 

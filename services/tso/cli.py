@@ -13,7 +13,7 @@ import signal
 from collections.abc import Sequence
 
 from services.tso.app import DEFAULT_ADDR, TsoServerApp, TsoServerConfig
-from telemetry.logs import configure_logging
+from tributary.telemetry.logs import configure_logging
 
 log = logging.getLogger(__name__)
 

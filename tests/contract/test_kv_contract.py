@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from coord.etcd import EtcdKv
-from coord.kv import (
+from tributary.coord.etcd import EtcdKv
+from tributary.coord.kv import (
     Compare,
     CompareOp,
     Delete,
@@ -25,7 +25,7 @@ from coord.kv import (
     WatchEvent,
     WatchEventKind,
 )
-from coord.memory import MemoryKv
+from tributary.coord.memory import MemoryKv
 
 PUT, DELETE = WatchEventKind.PUT, WatchEventKind.DELETE
 WAIT = 20.0  # generous bound for anything that should happen "soon"

@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from sinks.model import Ddl, RowChange, Sink, SinkError, TableInfo, Txn
-from sinks.mysql import open_url as open_mysql
-from sinks.registry import SinkOptions, open_sink
+from tributary.sinks.model import Ddl, RowChange, Sink, SinkError, TableInfo, Txn
+from tributary.sinks.mysql import open_url as open_mysql
+from tributary.sinks.registry import SinkOptions, open_sink
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from coord.etcd import EtcdKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
 from services.binlogctl.cli import main
 from tests.support.etcd import EtcdProcess
 from tests.support.net import free_port
 from tests.support.pump import RunningPump, pump_config, running_pump
-from wire import ts as tso
+from tributary.coord.etcd import EtcdKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.wire import ts as tso
 
 PUMP = NodeKind.PUMP
 REPO = Path(__file__).resolve().parents[2]
@@ -256,8 +256,8 @@ async def test_generate_meta_writes_a_recent_tso(
 ) -> None:
     import tomllib
 
-    from coord.cluster_id import read_cluster_id
-    from tso.client import TsoClient
+    from tributary.coord.cluster_id import read_cluster_id
+    from tributary.tso.client import TsoClient
 
     # Without a cluster (no pump ever ran) there is no TSO to ask.
     assert await ctl("generate_meta", "--pd-urls", etcd.endpoint, "--data-dir", "x") == 1

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from coord.etcd import EtcdKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState
 from services.binlogctl.cli import main
 from tests.support.certs import make_pki
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import pump_config, running_pump
+from tributary.coord.etcd import EtcdKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState
 
 
 async def test_pause_pump_over_mutual_tls(

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import pytest
 
-from checker.compare import compare
-from checker.errors import CheckerError
 from tests.support.etcd import EtcdProcess
 from tests.support.net import free_port
+from tributary.checker.compare import compare
+from tributary.checker.errors import CheckerError
 
 if TYPE_CHECKING:
     from tests.support.mariadb import InstanceFactory, MariaDBServer

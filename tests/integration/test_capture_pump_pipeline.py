@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 import asyncmy.errors
 import pytest
 
-from checker.compare import compare
-from checker.errors import CheckerError
 from tests.support.net import free_port
 from tests.support.pipeline import running_pipeline
+from tributary.checker.compare import compare
+from tributary.checker.errors import CheckerError
 
 if TYPE_CHECKING:
     from tests.support.mariadb import InstanceFactory, MariaDBServer

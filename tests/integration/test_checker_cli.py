@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from checker.cli import main
 from tests.support.net import free_port
+from tributary.checker.cli import main
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from checker import DiffKind, Presence, Report, RowDiff, compare
-from sinks.model import Ddl, RowChange, TableInfo, Txn
-from sinks.sql import sqlite_name
-from sinks.sqlite import SqliteSink
+from tributary.checker import DiffKind, Presence, Report, RowDiff, compare
+from tributary.sinks.model import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks.sql import sqlite_name
+from tributary.sinks.sqlite import SqliteSink
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

@@ -6,15 +6,15 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from coord.etcd import EtcdKv
-from coord.kv import Kv
-from ddlhistory import Counter, KvDdlHistory, KvIdAllocator, job_key
 from tests.support.etcd import EtcdProcess
 from tests.unit.test_ddlhistory_store import (
     check_allocator_races,
     check_append_races,
     check_history_contract,
 )
+from tributary.coord.etcd import EtcdKv
+from tributary.coord.kv import Kv
+from tributary.ddlhistory import Counter, KvDdlHistory, KvIdAllocator, job_key
 
 pytestmark = pytest.mark.etcd
 

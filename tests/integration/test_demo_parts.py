@@ -17,10 +17,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from checker import Report, TableReport
-from coord.memory import MemoryKv
-from ddlhistory import KvDdlHistory
-from pumpclient import PumpClientError
 from services.demo.cli import parse
 from services.demo.drainer_watch import DrainerWatch
 from services.demo.endpoints import UsageError, endpoints_from
@@ -28,8 +24,12 @@ from services.demo.errors import DemoError
 from services.demo.load import DemoLoad, split
 from services.demo.progress import HEADER, Counts, lag_seconds, parse_applied, progress_line
 from services.demo.verdict import Verdict
-from wire.ts import compose
-from workload import open_upstream, total_balance
+from tributary.checker import Report, TableReport
+from tributary.coord.memory import MemoryKv
+from tributary.ddlhistory import KvDdlHistory
+from tributary.pumpclient import PumpClientError
+from tributary.wire.ts import compose
+from tributary.workload import open_upstream, total_balance
 
 # -- progress numbers ------------------------------------------------------------------------
 

@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import pytest
 
-from checker import compare
 from services.binlogctl.commands import request_catchup
 from services.binlogctl.config import CtlConfig
 from tests.support.pipeline import Pipeline, caught_up, mysql_checkpoint, running_pipeline
-from workload import open_upstream, run_workload
-from workload.bank import Bank
-from workload.columns import TableSpec, bigint, varchar
-from workload.env import Env
-from workload.txn import TxnContext
-from workload.upstream import Upstream
+from tributary.checker import compare
+from tributary.workload import open_upstream, run_workload
+from tributary.workload.bank import Bank
+from tributary.workload.columns import TableSpec, bigint, varchar
+from tributary.workload.env import Env
+from tributary.workload.txn import TxnContext
+from tributary.workload.upstream import Upstream
 
 if TYPE_CHECKING:
     from services.demo.cluster import DrainerNode

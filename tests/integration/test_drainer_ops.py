@@ -15,9 +15,6 @@ from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from coord.etcd import EtcdKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState
 from services.binlogctl.cli import main as binlogctl
 from services.drainer.checkpoint import FileCheckpoint
 from tests.integration.test_drainer_pumps import (
@@ -29,7 +26,10 @@ from tests.integration.test_drainer_pumps import (
 from tests.support.etcd import EtcdProcess
 from tests.support.net import free_port
 from tests.support.pump import pump_config, running_pump
-from wire.binlog import CisternStub, DumpBinlogReq, DumpDdlJobsReq, NotifyReq
+from tributary.coord.etcd import EtcdKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState
+from tributary.wire.binlog import CisternStub, DumpBinlogReq, DumpDdlJobsReq, NotifyReq
 
 pytestmark = pytest.mark.etcd
 

@@ -15,25 +15,25 @@ from typing import Any
 import aiohttp
 import pytest
 
-from coord.etcd import EtcdKv
-from coord.kv import Kv
-from ddlhistory import Action, DbInfo, KvDdlHistory
-from ddlhistory.build import ddl_job, table_info
-from pumpclient import PumpsClient
-from registry.registry import NodeRegistry
-from registry.status import ROOT, NodeKind, NodeState, NodeStatus
 from services.drainer.app import Started, serve
 from services.drainer.checkpoint import FileCheckpoint
 from services.drainer.config import DrainerConfig
-from sinks.model import Txn
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import RunningPump, pump_config, running_pump
 from tests.support.stubs import commit, prewrite, pump_stub, write
 from tests.unit.test_pumpclient_peer import eventually
-from tidbcodec import IntDatum, encode_inserted_row
-from tidbcodec import mysqltypes as mt
-from tso.client import TsoClient
-from wire.binlog import MutationType, PrewriteValue, TableMutation
+from tributary.coord.etcd import EtcdKv
+from tributary.coord.kv import Kv
+from tributary.ddlhistory import Action, DbInfo, KvDdlHistory
+from tributary.ddlhistory.build import ddl_job, table_info
+from tributary.pumpclient import PumpsClient
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import ROOT, NodeKind, NodeState, NodeStatus
+from tributary.sinks.model import Txn
+from tributary.tidbcodec import IntDatum, encode_inserted_row
+from tributary.tidbcodec import mysqltypes as mt
+from tributary.tso.client import TsoClient
+from tributary.wire.binlog import MutationType, PrewriteValue, TableMutation
 
 pytestmark = pytest.mark.etcd
 

@@ -11,10 +11,10 @@ from contextlib import aclosing
 import aetcd
 import pytest
 
-from coord.etcd import EtcdKv
-from coord.kv import KvError, WatchEvent, WatchEventKind
 from tests.support.etcd import EtcdProcess, run_etcd
 from tests.support.net import free_port
+from tributary.coord.etcd import EtcdKv
+from tributary.coord.kv import KvError, WatchEvent, WatchEventKind
 
 PUT = WatchEventKind.PUT
 WAIT = 30.0
@@ -73,7 +73,7 @@ async def test_calls_fail_retriably_while_etcd_is_down(etcd: EtcdProcess) -> Non
 async def test_watch_resumes_after_the_revision_it_last_delivered(
     etcd: EtcdProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="coord.etcd")
+    caplog.set_level(logging.WARNING, logger="tributary.coord.etcd")
     async with EtcdKv.connect([etcd.endpoint]) as kv:
         r1 = await kv.put(b"/w/a", b"1")
         async with aclosing(kv.watch_prefix(b"/w/", r1)) as events:

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from mysqlsource import (
+from tributary.sinks.filter import TableFilter
+from tributary.sinks.model import RowKind
+from tributary.sources.mysql import (
     Position,
     SourceConfig,
     SourceError,
@@ -20,8 +22,6 @@ from mysqlsource import (
     current_position,
     open_source,
 )
-from sinks.filter import TableFilter
-from sinks.model import RowKind
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBServer

@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from telemetry import Metrics
-from telemetry.http import ApiError, OpsServer, json_response, read_json
+from tributary.telemetry import Metrics
+from tributary.telemetry.http import ApiError, OpsServer, json_response, read_json
 
 
 class State:
@@ -144,7 +144,7 @@ async def test_errors_are_json(
     async with session.delete("/health") as r:
         assert r.status == 405 and "GET" in r.headers["Allow"]
         assert (await r.json())["error"] == "Method Not Allowed"
-    with caplog.at_level(logging.ERROR, logger="telemetry.http"):
+    with caplog.at_level(logging.ERROR, logger="tributary.telemetry.http"):
         async with session.get("/boom") as r:
             body = await r.json()
     assert r.status == 500

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ddlhistory import Action
 from services.demo.procs import log_tail
 from tests.support.pipeline import ORDERS, commit, ddl, row, running_pipeline
+from tributary.ddlhistory import Action
 
 pytestmark = [pytest.mark.etcd, pytest.mark.timeout(180)]
 

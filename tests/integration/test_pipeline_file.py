@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ddlhistory import Action
 from services.reparo.cli import main as reparo
-from sinks.file import load_savepoint
 from tests.support.pipeline import ORDERS, commit, ddl, row, running_pipeline
+from tributary.ddlhistory import Action
+from tributary.sinks.file import load_savepoint
 
 pytestmark = [pytest.mark.etcd, pytest.mark.timeout(180)]
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 import aiohttp
 import pytest
 
-from checker import compare
 from tests.support.pipeline import Pipeline, caught_up, running_pipeline
-from workload import open_upstream, run_workload
-from workload.bank import Bank
+from tributary.checker import compare
+from tributary.workload import open_upstream, run_workload
+from tributary.workload.bank import Bank
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBPair, MariaDBServer

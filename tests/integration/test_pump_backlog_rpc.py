@@ -17,10 +17,6 @@ from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from coord.cluster_id import read_cluster_id
-from coord.etcd import EtcdKv
-from pumpclient import PumpsClient
-from registry.registry import NodeRegistry
 from services.drainer.backlog import PumpBacklog, grpc_asker
 from services.drainer.config import CatchUpConfig, SyncerConfig
 from tests.integration.test_drainer_pumps import (
@@ -37,8 +33,12 @@ from tests.support.etcd import EtcdProcess
 from tests.support.pump import http_json, pump_config, running_pump, start_pump_process
 from tests.support.stubs import commit, prewrite, pump_stub, write
 from tests.unit.test_pumpclient_peer import eventually
-from tso.client import TsoClient
-from wire.binlogext import BacklogReq, BacklogResp, PumpStatsStub
+from tributary.coord.cluster_id import read_cluster_id
+from tributary.coord.etcd import EtcdKv
+from tributary.pumpclient import PumpsClient
+from tributary.registry.registry import NodeRegistry
+from tributary.tso.client import TsoClient
+from tributary.wire.binlogext import BacklogReq, BacklogResp, PumpStatsStub
 
 pytestmark = pytest.mark.etcd
 

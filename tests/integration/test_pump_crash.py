@@ -77,8 +77,8 @@ async def test_sigkill_mid_stream_loses_no_acknowledged_binlog(
 
 
 async def _cluster_id(etcd: EtcdProcess) -> int:
-    from coord.cluster_id import read_cluster_id
-    from coord.etcd import EtcdKv
+    from tributary.coord.cluster_id import read_cluster_id
+    from tributary.coord.etcd import EtcdKv
 
     async with EtcdKv.connect([etcd.endpoint]) as kv:
         cid = await read_cluster_id(kv)

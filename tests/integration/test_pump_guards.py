@@ -9,17 +9,17 @@ import pytest
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from coord.memory import MemoryKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
 from services.pump.config import StorageConfig
 from services.pump.lifecycle import detect_purged_drainers
 from services.pump.storage import Storage, StorageSettings, WriteItem
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import pump_config, running_pump
 from tests.support.stubs import commit, prewrite, pump_stub, write
-from wire import ts
-from wire.peek import peek
+from tributary.coord.memory import MemoryKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.wire import ts
+from tributary.wire.peek import peek
 
 
 async def test_full_disk_refuses_prewrites_but_takes_commits(

@@ -11,15 +11,15 @@ import aiohttp
 import pytest
 from grpclib.server import Server
 
-from coord.etcd import EtcdKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
 from services.pump.lifecycle import NotifyFailed
 from tests.support.etcd import EtcdProcess
 from tests.support.net import free_port
 from tests.support.pump import pump_config, running_pump
 from tests.support.stubs import commit, prewrite, pump_stub, write
-from wire.binlog import CisternBase, NotifyReq, NotifyResp
+from tributary.coord.etcd import EtcdKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.wire.binlog import CisternBase, NotifyReq, NotifyResp
 
 
 class RecordingCistern(CisternBase):

@@ -10,12 +10,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from coord.etcd import EtcdKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState
 from services.pump.offline import MARKER
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import pump_config, running_pump, start_pump_process
+from tributary.coord.etcd import EtcdKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState
 
 pytestmark = [pytest.mark.etcd]
 

@@ -10,14 +10,14 @@ import pytest
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from coord.etcd import EtcdKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import pump_config, running_pump
 from tests.support.stubs import commit, prewrite, pull, pump_stub, rollback, write
-from wire.binlog import Binlog, BinlogType, Pos, PullBinlogReq, WriteBinlogReq
-from wire.binlogext import PumpBatchStub, WriteBinlogsReq
+from tributary.coord.etcd import EtcdKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState
+from tributary.wire.binlog import Binlog, BinlogType, Pos, PullBinlogReq, WriteBinlogReq
+from tributary.wire.binlogext import PumpBatchStub, WriteBinlogsReq
 
 
 async def test_write_then_pull_round_trip(tmp_path: Path, etcd: EtcdProcess) -> None:
@@ -166,7 +166,7 @@ async def test_restart_keeps_node_id_and_data(tmp_path: Path, etcd: EtcdProcess)
 async def test_second_process_on_same_data_dir_is_refused(
     tmp_path: Path, etcd: EtcdProcess
 ) -> None:
-    from servicekit.node import DataDirBusy
+    from tributary.servicekit.node import DataDirBusy
 
     cfg = pump_config(tmp_path / "p", etcd.endpoint)
     async with running_pump(cfg):
@@ -184,9 +184,9 @@ async def test_pumps_with_mutual_tls_share_the_tso(tmp_path: Path, etcd: EtcdPro
     TSO leader (one of them) over TLS, and a drainer-like client pulls over TLS."""
     from grpclib.client import Channel
 
-    from telemetry.tls import client_context
     from tests.support.certs import make_pki
-    from wire.binlog import PullBinlogReq, PumpStub
+    from tributary.telemetry.tls import client_context
+    from tributary.wire.binlog import PullBinlogReq, PumpStub
 
     pki = make_pki(tmp_path / "pki", clients=("drainer",))
     security = pki.server_security(allowed_cn=("pump", "drainer"))

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from coord.etcd import EtcdKv
-from coord.kv import KvError
-from pumpclient import PumpsClient
-from registry.status import NodeKind, NodeState, node_key
 from tests.support.etcd import EtcdProcess, run_etcd
 from tests.unit.test_pumpclient_peer import ScriptedPump, eventually, running_pumps
-from wire.binlog import BinlogType
+from tributary.coord.etcd import EtcdKv
+from tributary.coord.kv import KvError
+from tributary.pumpclient import PumpsClient
+from tributary.registry.status import NodeKind, NodeState, node_key
+from tributary.wire.binlog import BinlogType
 
 pytestmark = pytest.mark.etcd
 

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from grpclib.client import Channel
 
-from coord.etcd import EtcdKv
-from pumpclient import PumpClientError, PumpsClient
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import RunningPump, pump_config, running_pump
 from tests.unit.test_pumpclient_peer import eventually
-from wire.binlog import Binlog, BinlogType, Pos, PullBinlogReq, PumpStub
-from wire.ts import compose
+from tributary.coord.etcd import EtcdKv
+from tributary.pumpclient import PumpClientError, PumpsClient
+from tributary.wire.binlog import Binlog, BinlogType, Pos, PullBinlogReq, PumpStub
+from tributary.wire.ts import compose
 
 pytestmark = pytest.mark.etcd
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from coord.memory import MemoryKv
-from pumpclient import PumpClientError, PumpsClient
-from registry.status import NodeKind, node_key
 from tests.unit.test_pumpclient_peer import ScriptedPump
+from tributary.coord.memory import MemoryKv
+from tributary.pumpclient import PumpClientError, PumpsClient
+from tributary.registry.status import NodeKind, node_key
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 

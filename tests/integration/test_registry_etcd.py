@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, aclosing
 from typing import Any, cast
 
-from coord.cluster_id import ensure_cluster_id, random_cluster_id, read_cluster_id
-from coord.etcd import EtcdKv
-from coord.kv import KeyValue, Kv
-from registry.heartbeat import Heartbeat
-from registry.registry import NodeRegistry, RegistryEvent
-from registry.status import CLUSTER_ID_KEY, NodeKind, NodeState, NodeStatus, node_key
 from tests.support.etcd import EtcdProcess
+from tributary.coord.cluster_id import ensure_cluster_id, random_cluster_id, read_cluster_id
+from tributary.coord.etcd import EtcdKv
+from tributary.coord.kv import KeyValue, Kv
+from tributary.registry.heartbeat import Heartbeat
+from tributary.registry.registry import NodeRegistry, RegistryEvent
+from tributary.registry.status import CLUSTER_ID_KEY, NodeKind, NodeState, NodeStatus, node_key
 
 PUMP = NodeKind.PUMP
 WAIT = 30.0

@@ -18,11 +18,11 @@ import pytest
 
 from services.reparo.cli import main
 from services.reparo.config import ReparoConfig
-from settings import load
-from sinks.binlogfile import list_segments
-from sinks.file import FileSink
-from sinks.model import Ddl, RowChange, SqlValue, TableInfo, Txn
-from wire import ts as tso
+from tributary.settings import load
+from tributary.sinks.binlogfile import list_segments
+from tributary.sinks.file import FileSink
+from tributary.sinks.model import Ddl, RowChange, SqlValue, TableInfo, Txn
+from tributary.wire import ts as tso
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_MS = 1_700_000_000_000

@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from sinks.binlogfile import Record, encode, list_segments, read_directory, segment_name
-from sinks.file import SAVEPOINT, FileSink, open_url
-from sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
-from sinks.pbcodec import decode_txn, encode_txn
+from tributary.sinks.binlogfile import Record, encode, list_segments, read_directory, segment_name
+from tributary.sinks.file import SAVEPOINT, FileSink, open_url
+from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
+from tributary.sinks.pbcodec import decode_txn, encode_txn
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCT = TableInfo.build("shop", "acct", [("id", "int"), ("name", "varchar(20)")], ["id"])

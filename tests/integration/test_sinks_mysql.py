@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from sinks.causality import Causality, keys_of
-from sinks.checkpoint import CheckpointRecord
-from sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
-from sinks.mysql import MysqlSink, open_url
+from tributary.sinks.causality import Causality, keys_of
+from tributary.sinks.checkpoint import CheckpointRecord
+from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
+from tributary.sinks.mysql import MysqlSink, open_url
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
-from sinks.mysql import MysqlSink, open_url
-from sinks.mysql_config import parse_url
+from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
+from tributary.sinks.mysql import MysqlSink, open_url
+from tributary.sinks.mysql_config import parse_url
 
 if TYPE_CHECKING:
     from tests.support.mariadb import InstanceFactory, MariaDBServer

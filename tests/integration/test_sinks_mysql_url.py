@@ -8,11 +8,11 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
-from sinks.mysql import open_url
-from sinks.mysql_config import MysqlConfig, parse_url
-from sinks.mysql_conn import ConnectParams
-from sinks.urls import redact
+from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
+from tributary.sinks.mysql import open_url
+from tributary.sinks.mysql_config import MysqlConfig, parse_url
+from tributary.sinks.mysql_conn import ConnectParams
+from tributary.sinks.urls import redact
 
 if TYPE_CHECKING:
     from tests.support.mariadb import InstanceFactory, MariaDBDatabase

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from sinks.checkpoint import CheckpointRecord
-from sinks.model import Ddl, RowChange, SinkOptions, SqlValue, TableInfo, Txn
-from sinks.pump import checkpoint_key
-from sinks.pump_types import column_type
-from sinks.pump_values import typed
-from sinks.registry import open_sink
-from sinks.sql import SQLITE, checkpoint_load
 from tests.support.pipeline import Pipeline, running_pipeline
+from tributary.sinks.checkpoint import CheckpointRecord
+from tributary.sinks.model import Ddl, RowChange, SinkOptions, SqlValue, TableInfo, Txn
+from tributary.sinks.pump import checkpoint_key
+from tributary.sinks.pump_types import column_type
+from tributary.sinks.pump_values import typed
+from tributary.sinks.registry import open_sink
+from tributary.sinks.sql import SQLITE, checkpoint_load
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(240)]
 

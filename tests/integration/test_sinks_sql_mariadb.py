@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import asyncmy.errors
 import pytest
 
-from sinks.checkpoint import CheckpointRecord
-from sinks.model import Ddl, RowChange, TableInfo
-from sinks.sql import (
+from tributary.sinks.checkpoint import CheckpointRecord
+from tributary.sinks.model import Ddl, RowChange, TableInfo
+from tributary.sinks.sql import (
     MYSQL,
     Statement,
     checkpoint_load,

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from sinks.checkpoint import CheckpointRecord
-from sinks.model import Ddl, Row, RowChange, SinkError, TableInfo, Txn, UnsupportedDdl
-from sinks.sqlite import SqliteSink
+from tributary.sinks.checkpoint import CheckpointRecord
+from tributary.sinks.model import Ddl, Row, RowChange, SinkError, TableInfo, Txn, UnsupportedDdl
+from tributary.sinks.sqlite import SqliteSink
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNTS, START = 20, 1000

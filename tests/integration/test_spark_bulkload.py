@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from checker import compare
 from services.spark.bulkload import bulk_load
 from services.spark.jdbc import MysqlEndpoint
 from services.spark.target import Progress
+from tributary.checker import compare
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

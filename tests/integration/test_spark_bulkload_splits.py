@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from checker import compare
 from services.spark.bulkload import bulk_load, read_predicates, snapshot
 from services.spark.jdbc import JdbcSession, MysqlEndpoint
 from services.spark.target import Progress
+from tributary.checker import compare
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

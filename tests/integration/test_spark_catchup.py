@@ -19,11 +19,11 @@ import pytest
 from services.spark.catchup import run_catchup
 from services.spark.lake_manifest import MANIFEST, Manifest
 from services.spark.target import Progress
-from sinks.model import RowChange, SinkOptions, SqlValue, TableInfo, Txn
-from sinks.registry import open_sink
-from staging import StagingWriter
 from tests.support.spark_data import ddls, workload
-from wire.ts import compose
+from tributary.sinks.model import RowChange, SinkOptions, SqlValue, TableInfo, Txn
+from tributary.sinks.registry import open_sink
+from tributary.staging import StagingWriter
+from tributary.wire.ts import compose
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -20,8 +20,8 @@ from pathlib import Path
 from services.pump.storage import PulledBinlog, Storage
 from tests.support.pump_binlogs import Clock
 from tests.support.storage_writer import SETTINGS
-from wire import ts
-from wire.binlog import Binlog, BinlogType, PrewriteValue
+from tributary.wire import ts
+from tributary.wire.binlog import Binlog, BinlogType, PrewriteValue
 
 ROOT = Path(__file__).resolve().parents[2]
 FAR_FUTURE = Clock(ts.compose(2**42, 0))  # every unfinished prewrite looks timed out

@@ -13,10 +13,10 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.server import Server
 
-from telemetry.grpcauth import enforce_allowed_cn
-from telemetry.tls import client_context, server_context
 from tests.support.certs import Pki, make_pki
-from wire.binlog import PumpBase, PumpStub, WriteBinlogReq, WriteBinlogResp
+from tributary.telemetry.grpcauth import enforce_allowed_cn
+from tributary.telemetry.tls import client_context, server_context
+from tributary.wire.binlog import PumpBase, PumpStub, WriteBinlogReq, WriteBinlogResp
 
 
 @pytest.fixture(scope="module")

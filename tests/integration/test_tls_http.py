@@ -9,9 +9,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from telemetry.http import OpsServer, json_response
-from telemetry.tls import ALPN_HTTP, client_context, server_context
 from tests.support.certs import Pki, make_pki
+from tributary.telemetry.http import OpsServer, json_response
+from tributary.telemetry.tls import ALPN_HTTP, client_context, server_context
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.http import OpsServer
-from telemetry.tls import ALPN_HTTP, server_context
 from tests.support.certs import Leaf, Pki, make_pki
 from tests.support.net import free_port
+from tributary.telemetry.http import OpsServer
+from tributary.telemetry.tls import ALPN_HTTP, server_context
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def secret_dir(pki: Pki, leaf: Leaf, where: Path) -> Path:
 async def probe(*args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        *("-m", "servicekit.probe", *args),
+        *("-m", "tributary.servicekit.probe", *args),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )

@@ -12,14 +12,14 @@ from grpclib import GRPCError
 from grpclib.client import Channel
 from grpclib.const import Status
 
-from coord.etcd import EtcdKv
 from services.tso.app import TsoServerApp, TsoServerConfig
 from tests.support.etcd import EtcdProcess
-from tso.client import TsoClient
-from tso.clock import SystemClock
-from tso.errors import TsoError
-from tso.member import MemberTiming
-from wire.binlogext import TsoRequest, TsoStub
+from tributary.coord.etcd import EtcdKv
+from tributary.tso.client import TsoClient
+from tributary.tso.clock import SystemClock
+from tributary.tso.errors import TsoError
+from tributary.tso.member import MemberTiming
+from tributary.wire.binlogext import TsoRequest, TsoStub
 
 pytestmark = pytest.mark.etcd
 WAIT = 30.0

@@ -7,12 +7,12 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from coord.election import Election, ElectionLost, Leader, current_leader
-from coord.etcd import EtcdKv
 from tests.support.etcd import EtcdProcess
-from tso.errors import NotLeader
-from tso.keys import LEADER_PREFIX
-from tso.window import KvWindowStore
+from tributary.coord.election import Election, ElectionLost, Leader, current_leader
+from tributary.coord.etcd import EtcdKv
+from tributary.tso.errors import NotLeader
+from tributary.tso.keys import LEADER_PREFIX
+from tributary.tso.window import KvWindowStore
 
 pytestmark = pytest.mark.etcd
 WAIT = 30.0

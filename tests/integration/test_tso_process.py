@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from coord.cluster_id import read_cluster_id
-from coord.election import current_leader
-from coord.etcd import EtcdKv
 from tests.support.etcd import EtcdProcess
 from tests.support.net import free_port
-from tso.client import TsoClient
-from tso.keys import LEADER_PREFIX
+from tributary.coord.cluster_id import read_cluster_id
+from tributary.coord.election import current_leader
+from tributary.coord.etcd import EtcdKv
+from tributary.tso.client import TsoClient
+from tributary.tso.keys import LEADER_PREFIX
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow]
 WAIT = 60.0

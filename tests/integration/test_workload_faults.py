@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sinks.sql import Dialect, Statement
 from tests.integration.test_workload_replication import (
     Cluster,
     assert_same_contents,
@@ -23,13 +22,14 @@ from tests.integration.test_workload_replication import (
     replicate,
 )
 from tests.support.etcd import EtcdProcess
-from wire.binlog import Binlog
-from workload import Bank, total_balance
-from workload.bank import OPENING
-from workload.rows import Row
-from workload.runner import build_env
-from workload.txn import TxnContext
-from workload.upstream_mysql import MysqlSession, MysqlUpstream
+from tributary.sinks.sql import Dialect, Statement
+from tributary.wire.binlog import Binlog
+from tributary.workload import Bank, total_balance
+from tributary.workload.bank import OPENING
+from tributary.workload.rows import Row
+from tributary.workload.runner import build_env
+from tributary.workload.txn import TxnContext
+from tributary.workload.upstream_mysql import MysqlSession, MysqlUpstream
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

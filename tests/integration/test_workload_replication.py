@@ -17,22 +17,22 @@ from typing import TYPE_CHECKING, cast
 import pytest
 from grpclib.client import Channel
 
-from coord.etcd import EtcdKv
-from coord.kv import Kv
-from ddlhistory import KvDdlHistory
-from pumpclient import PumpsClient
 from services.drainer.item import PulledBinlogItem
 from services.drainer.puller import to_item
 from services.drainer.schema import SchemaTracker
 from services.drainer.translate import to_txn
-from sinks.sql import Statement, sqlite_name
-from sinks.sqlite import SqliteSink
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import RunningPump, pump_config, running_pump
 from tests.unit.test_pumpclient_peer import eventually
-from tso.client import TsoClient
-from wire.binlog import Pos, PullBinlogReq, PullBinlogResp, PumpStub
-from workload import (
+from tributary.coord.etcd import EtcdKv
+from tributary.coord.kv import Kv
+from tributary.ddlhistory import KvDdlHistory
+from tributary.pumpclient import PumpsClient
+from tributary.sinks.sql import Statement, sqlite_name
+from tributary.sinks.sqlite import SqliteSink
+from tributary.tso.client import TsoClient
+from tributary.wire.binlog import Pos, PullBinlogReq, PullBinlogResp, PumpStub
+from tributary.workload import (
     Bank,
     Catalog,
     Mixed,
@@ -43,11 +43,11 @@ from workload import (
     run_workload,
     total_balance,
 )
-from workload.mixed_tables import SHAPES
-from workload.runner import build_env, run_writers
-from workload.txn import BinlogWriter
-from workload.upstream import Upstream, open_upstream
-from workload.upstream_sqlite import SqliteUpstream
+from tributary.workload.mixed_tables import SHAPES
+from tributary.workload.runner import build_env, run_writers
+from tributary.workload.txn import BinlogWriter
+from tributary.workload.upstream import Upstream, open_upstream
+from tributary.workload.upstream_sqlite import SqliteUpstream
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

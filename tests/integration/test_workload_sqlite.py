@@ -16,8 +16,8 @@ from tests.integration.test_workload_replication import (
     replicate,
 )
 from tests.support.etcd import EtcdProcess
-from workload import Bank, Mixed, MixedOptions, run_workload, total_balance
-from workload.upstream import open_upstream
+from tributary.workload import Bank, Mixed, MixedOptions, run_workload, total_balance
+from tributary.workload.upstream import open_upstream
 
 pytestmark = pytest.mark.etcd
 REPO = Path(__file__).resolve().parents[2]  # so that `python -m workload` finds the package

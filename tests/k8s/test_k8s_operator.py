@@ -24,13 +24,6 @@ from typing import Any
 
 import pytest
 
-from coord.cluster_id import read_cluster_id
-from coord.etcd import EtcdKv
-from ddlhistory import Action, DdlJob, KvDdlHistory, TableInfo
-from ddlhistory.build import ddl_job
-from pumpclient import PumpsClient
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
 from services.capture.keys import FeedId, Keys
 from services.capture.model import ChangeFeedInfo, ChangeFeedStatus, FeedState, RunningError
 from services.demo.procs import free_port_pair
@@ -46,8 +39,15 @@ from tests.support.k8s import (
     run_operator,
 )
 from tests.support.pump import PumpProcess, pump_config, running_pump, start_pump_process
-from tso.client import TsoClient
-from wire.ts import compose
+from tributary.coord.cluster_id import read_cluster_id
+from tributary.coord.etcd import EtcdKv
+from tributary.ddlhistory import Action, DdlJob, KvDdlHistory, TableInfo
+from tributary.ddlhistory.build import ddl_job
+from tributary.pumpclient import PumpsClient
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.tso.client import TsoClient
+from tributary.wire.ts import compose
 
 pytestmark = [pytest.mark.slow, pytest.mark.etcd]
 FAST = {

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from binlog_operator.configs import check_drainer
-from coord.etcd import EtcdKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
 from services.demo.procs import free_port_pair
 from tests.k8s.test_k8s_operator import FAST, apply, cluster, etcdctl_put, events, start_drainer
 from tests.k8s.test_k8s_spark import SPARK_SA, spark_rbac
 from tests.support.etcd import EtcdProcess
 from tests.support.k8s import RELEASE, InstalledChart, KubeApiServer, eventually_async, run_operator
+from tributary.coord.etcd import EtcdKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
 
 pytestmark = [pytest.mark.slow, pytest.mark.etcd, pytest.mark.timeout(300)]
 

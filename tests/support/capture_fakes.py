@@ -15,8 +15,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from services.capture.source import SourceFailure, SourceItem
-from sinks.filter import TableFilter
-from sinks.model import RowChange, SinkError, SinkOptions, TableInfo, Txn, pending
+from tributary.sinks.filter import TableFilter
+from tributary.sinks.model import RowChange, SinkError, SinkOptions, TableInfo, Txn, pending
 
 TABLE = TableInfo.build("shop", "t", [("id", "bigint"), ("v", "varchar(20)")], ["id"])
 OTHER = TableInfo.build("test", "x", [("id", "bigint")], ["id"])

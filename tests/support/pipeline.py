@@ -18,18 +18,18 @@ from pathlib import Path
 import asyncmy
 import asyncmy.errors
 
-from coord.cluster_id import read_cluster_id
-from coord.etcd import EtcdKv
-from ddlhistory import Action, DbInfo, KvDdlHistory
-from ddlhistory.build import ddl_job, table_info
-from pumpclient import PumpsClient
 from services.demo.cluster import DemoCluster
 from services.demo.procs import Supervisor
-from sinks.checkpoint import CheckpointRecord
-from tidbcodec import IntDatum, encode_inserted_row
-from tidbcodec import mysqltypes as mt
-from tso.client import TsoClient
-from wire.binlog import MutationType, PrewriteValue, TableMutation
+from tributary.coord.cluster_id import read_cluster_id
+from tributary.coord.etcd import EtcdKv
+from tributary.ddlhistory import Action, DbInfo, KvDdlHistory
+from tributary.ddlhistory.build import ddl_job, table_info
+from tributary.pumpclient import PumpsClient
+from tributary.sinks.checkpoint import CheckpointRecord
+from tributary.tidbcodec import IntDatum, encode_inserted_row
+from tributary.tidbcodec import mysqltypes as mt
+from tributary.tso.client import TsoClient
+from tributary.wire.binlog import MutationType, PrewriteValue, TableMutation
 
 
 @dataclass

@@ -15,10 +15,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from registry.status import NodeState
 from services.pump.app import Started, serve
 from services.pump.config import PumpConfig, StorageConfig
 from tests.support.net import free_port
+from tributary.registry.status import NodeState
 
 
 def pump_config(data_dir: Path, etcd_endpoint: str, **overrides: Any) -> PumpConfig:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from services.pump.storage import WriteItem
-from wire.binlog import Binlog, BinlogType, PrewriteValue, TableMutation
-from wire.peek import peek
-from wire.ts import compose
+from tributary.wire.binlog import Binlog, BinlogType, PrewriteValue, TableMutation
+from tributary.wire.peek import peek
+from tributary.wire.ts import compose
 
 PREWRITE = BinlogType(BinlogType.Prewrite)
 COMMIT = BinlogType(BinlogType.Commit)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from decimal import Decimal
 
-from sinks.model import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks.model import Ddl, RowChange, TableInfo, Txn
 
 ITEMS_COLUMNS = [
     ("id", "bigint"),

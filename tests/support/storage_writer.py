@@ -24,7 +24,7 @@ from pathlib import Path
 
 from services.pump.storage import Storage, StorageSettings
 from tests.support.pump_binlogs import commit, fake, prewrite, rollback
-from wire import ts
+from tributary.wire import ts
 
 SETTINGS = StorageSettings(segment_size=32 * 1024, stop_write_at_available_space=0)
 

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from grpclib.client import Channel
 
-from wire.binlog import (
+from tributary.wire.binlog import (
     Binlog,
     BinlogType,
     Pos,

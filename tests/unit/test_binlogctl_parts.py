@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from coord.memory import MemoryKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
 from services.binlogctl import actions, render
 from services.binlogctl.cli import main, parse
 from services.binlogctl.config import Command, split_command
 from services.binlogctl.errors import CtlError, NodeNotFound, WaitTimedOut
 from services.binlogctl.meta import savepoint_text, write_savepoint
 from services.binlogctl.results import ActionApplied, MetaWritten, NodeList, StateUpdated
-from settings import SettingsError
-from wire import ts as tso
+from tributary.coord.memory import MemoryKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.settings import SettingsError
+from tributary.wire import ts as tso
 
 PUMP = NodeKind.PUMP
 TS = tso.compose(1_700_000_000_123, 7)  # 2023-11-14 22:13:20.123 UTC

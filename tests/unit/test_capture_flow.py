@@ -14,7 +14,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from coord.memory import MemoryKv
 from services.capture.capture import Capture
 from services.capture.feeds import CreateRequest, Feeds
 from services.capture.keys import FeedId, Keys
@@ -22,8 +21,9 @@ from services.capture.manager import ProcessorManager
 from services.capture.model import CaptureInfo, FeedState, TaskPosition
 from services.capture.processor import Processor, ProcessorOptions
 from services.capture.state import ClusterState, FeedView
-from sinks.model import SinkError
 from tests.support.capture_fakes import FakeDownstream, FakeLog
+from tributary.coord.memory import MemoryKv
+from tributary.sinks.model import SinkError
 
 KEYS = Keys("default")
 FEED = FeedId("default", "cf-1")

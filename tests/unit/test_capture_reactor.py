@@ -13,8 +13,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from coord.kv import Compare, CompareOp, WatchEvent, WatchEventKind
-from coord.memory import MemoryKv
 from services.capture.errors import Conflict, NotOwner
 from services.capture.keys import FeedId, Keys
 from services.capture.model import (
@@ -28,6 +26,8 @@ from services.capture.model import (
 from services.capture.owner import Owner
 from services.capture.state import ClusterState, Mirror
 from services.capture.worker import EtcdWorker, Patch, PatchGroup, PatchResult, update
+from tributary.coord.kv import Compare, CompareOp, WatchEvent, WatchEventKind
+from tributary.coord.memory import MemoryKv
 
 KEYS = Keys("default")
 FEED = FeedId("default", "cf-1")

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checker.canon import canon, canon_row, encode, row_hash
-from checker.coltypes import ColumnType, Kind, mysql_type, sqlite_type
-from checker.sqlite_source import _dec_order, _time_order, _u64_order
+from tributary.checker.canon import canon, canon_row, encode, row_hash
+from tributary.checker.coltypes import ColumnType, Kind, mysql_type, sqlite_type
+from tributary.checker.sqlite_source import _dec_order, _time_order, _u64_order
 
 
 def f32(x: float) -> float:

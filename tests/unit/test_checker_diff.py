@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from checker.diff import diff_rows
-from checker.report import DiffKind, Presence, Report, RowDiff, TableReport
+from tributary.checker.diff import diff_rows
+from tributary.checker.report import DiffKind, Presence, Report, RowDiff, TableReport
 
 COLS = ("id", "name", "qty")
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from checker.canon import Canon
-from checker.chunks import Chunk, above, at_most, chunk_where, chunks_from
-from checker.coltypes import mysql_type, sqlite_type
-from checker.errors import UsageError
-from checker.filter import TableFilter
-from checker.model import Column, Shape, TableName
-from checker.pairing import plan
-from checker.source import KeyTerm
+from tributary.checker.canon import Canon
+from tributary.checker.chunks import Chunk, above, at_most, chunk_where, chunks_from
+from tributary.checker.coltypes import mysql_type, sqlite_type
+from tributary.checker.errors import UsageError
+from tributary.checker.filter import TableFilter
+from tributary.checker.model import Column, Shape, TableName
+from tributary.checker.pairing import plan
+from tributary.checker.source import KeyTerm
 
 NAME = TableName("db", "t")
 

@@ -6,8 +6,11 @@ import dataclasses
 
 import pytest
 
-from coord.memory import MemoryKv
-from ddlhistory import (
+from services.drainer.schema import SchemaTracker
+from services.drainer.translate import to_txn
+from tests.unit.test_drainer_translate import INS, UPD, ddl, dml, insert, mutation
+from tributary.coord.memory import MemoryKv
+from tributary.ddlhistory import (
     Action,
     DbInfo,
     DdlJob,
@@ -19,12 +22,9 @@ from ddlhistory import (
     table_info,
     with_keys,
 )
-from services.drainer.schema import SchemaTracker
-from services.drainer.translate import to_txn
-from sinks.model import Ddl
-from tests.unit.test_drainer_translate import INS, UPD, ddl, dml, insert, mutation
-from tidbcodec import ColumnType, encode_updated_row, to_datum
-from tidbcodec import mysqltypes as mt
+from tributary.sinks.model import Ddl
+from tributary.tidbcodec import ColumnType, encode_updated_row, to_datum
+from tributary.tidbcodec import mysqltypes as mt
 
 BIGINT = ColumnType(mt.TYPE_LONGLONG, flen=20)
 NAME = ColumnType(mt.TYPE_VARCHAR, flen=32, charset="utf8mb4", collate="utf8mb4_bin")

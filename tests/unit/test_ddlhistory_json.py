@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ddlhistory import (
+from tributary.ddlhistory import (
     Action,
     DbInfo,
     DdlJob,
@@ -23,8 +23,8 @@ from ddlhistory import (
     loads_job,
     mysql_type,
 )
-from tidbcodec import ColumnType
-from tidbcodec import mysqltypes as mt
+from tributary.tidbcodec import ColumnType
+from tributary.tidbcodec import mysqltypes as mt
 
 
 def _col(cid: int, name: str, offset: int, ft: str, default: str = "null", state: int = 5) -> str:

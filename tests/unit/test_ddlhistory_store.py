@@ -13,9 +13,20 @@ from collections.abc import AsyncGenerator, Sequence
 
 import pytest
 
-from coord.kv import Compare, Delete, KeyValue, Kv, KvError, Lease, Put, TxnResult, WatchEvent
-from coord.memory import MemoryKv
-from ddlhistory import (
+from tests.unit.test_drainer_schema import T1, T1_B, alter, create_db, create_table
+from tributary.coord.kv import (
+    Compare,
+    Delete,
+    KeyValue,
+    Kv,
+    KvError,
+    Lease,
+    Put,
+    TxnResult,
+    WatchEvent,
+)
+from tributary.coord.memory import MemoryKv
+from tributary.ddlhistory import (
     JOBS_PREFIX,
     Counter,
     DdlHistoryError,
@@ -27,7 +38,6 @@ from ddlhistory import (
     TableInfo,
     job_key,
 )
-from tests.unit.test_drainer_schema import T1, T1_B, alter, create_db, create_table
 
 
 def _jobs() -> list[DdlJob]:

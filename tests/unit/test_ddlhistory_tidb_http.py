@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from ddlhistory import (
+from services.drainer.schema import SchemaTracker
+from services.drainer.translate import to_txn
+from tests.support.net import free_port
+from tests.unit.test_ddlhistory_json import CREATE_DB_JOB, CREATE_TABLE_JOB
+from tests.unit.test_drainer_translate import INS, ddl, dml, insert, mutation
+from tributary.ddlhistory import (
     DdlHistoryError,
     JobState,
     MalformedJob,
@@ -25,12 +30,7 @@ from ddlhistory import (
     TidbHttpDdlHistory,
     job_from_json,
 )
-from services.drainer.schema import SchemaTracker
-from services.drainer.translate import to_txn
-from sinks.model import Ddl, RowKind
-from tests.support.net import free_port
-from tests.unit.test_ddlhistory_json import CREATE_DB_JOB, CREATE_TABLE_JOB
-from tests.unit.test_drainer_translate import INS, ddl, dml, insert, mutation
+from tributary.sinks.model import Ddl, RowKind
 
 Doc = dict[str, Any]
 

@@ -12,13 +12,13 @@ from contextlib import asynccontextmanager
 import pytest
 from grpclib.server import Server
 
-from coord.memory import MemoryKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
 from services.drainer.backlog import BacklogUnknown, PumpBacklog, grpc_asker
 from services.pump.api import PumpStatsApi
 from services.pump.storage import StorageClosed
 from tests.support.net import free_port
+from tributary.coord.memory import MemoryKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
 
 CLUSTER = 6801
 

@@ -15,7 +15,6 @@ import aiohttp
 import pyarrow.parquet as pq
 import pytest
 
-from registry.status import NodeKind, NodeState
 from services.binlogctl.actions import catchup_url
 from services.binlogctl.cli import parse
 from services.binlogctl.config import Command
@@ -27,13 +26,14 @@ from services.drainer.item import PulledBinlogItem
 from services.drainer.progress import Checkpointer
 from services.drainer.state import DrainerState
 from services.drainer.syncer import Syncer
-from settings import SettingsError, load
-from sinks.model import Ddl, RowChange, TableInfo, Txn
-from staging import OP_DELETE, OP_UPSERT, read_range
-from telemetry.http import OpsServer
 from tests.unit.test_drainer_checkpoint import MemoryCheckpoint
 from tests.unit.test_drainer_syncer import RecordingSink
-from wire.ts import compose
+from tributary.registry.status import NodeKind, NodeState
+from tributary.settings import SettingsError, load
+from tributary.sinks.model import Ddl, RowChange, TableInfo, Txn
+from tributary.staging import OP_DELETE, OP_UPSERT, read_range
+from tributary.telemetry.http import OpsServer
+from tributary.wire.ts import compose
 
 T = TableInfo.build("db", "t", [("id", "bigint"), ("v", "bigint")], ["id"])
 NOKEY = TableInfo.build("db", "log", [("msg", "varchar(10)")], [])

@@ -13,8 +13,8 @@ import pytest
 
 from services.drainer.catchup_job import K8S_STOP_GRACE, JobSpec, run_job
 from services.drainer.config import DrainerConfig
-from settings import SettingsError, load
 from tests.unit.test_drainer_catchup import wait_for
+from tributary.settings import SettingsError, load
 
 K8S = "--syncer-catchup-kubernetes-"
 

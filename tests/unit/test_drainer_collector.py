@@ -8,15 +8,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from coord.kv import KeyValue
-from coord.memory import MemoryKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus, node_key
 from services.drainer.collector import Collector
 from services.drainer.feed import Inbox, MergeFeed
 from services.drainer.item import PulledBinlogItem
 from services.drainer.merge import Merger
 from tests.unit.test_pumpclient_peer import eventually
+from tributary.coord.kv import KeyValue
+from tributary.coord.memory import MemoryKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus, node_key
 
 ONLINE, PAUSED, CLOSING, OFFLINE = (
     NodeState.ONLINE,

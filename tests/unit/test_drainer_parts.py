@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from registry.status import NodeState
 from services.drainer.cli import main
 from services.drainer.config import DrainerConfig
 from services.drainer.errors import MalformedPayload
 from services.drainer.item import PulledBinlogItem
 from services.drainer.puller import to_item
 from services.drainer.state import Action, DrainerState, StateError
-from settings import SettingsError, load
-from sinks.registry import redact
-from wire.binlog import Binlog, BinlogType, Entity, Meta, PullBinlogResp
+from tributary.registry.status import NodeState
+from tributary.settings import SettingsError, load
+from tributary.sinks.registry import redact
+from tributary.wire.binlog import Binlog, BinlogType, Entity, Meta, PullBinlogResp
 
 DRAINER_TOML = """
 addr = "127.0.0.1:18249"

@@ -15,7 +15,7 @@ from grpclib.server import Server
 from services.drainer.feed import Inbox
 from services.drainer.puller import PULL_PATH, Puller
 from services.drainer.pullstream import PullStreamError, pull_messages
-from wire.binlog import (
+from tributary.wire.binlog import (
     Binlog,
     BinlogType,
     Entity,

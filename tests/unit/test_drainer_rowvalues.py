@@ -9,7 +9,7 @@ import pytest
 
 from services.drainer.rowvalues import Column, row_decoder, sql_value
 from tests.unit.test_drainer_translate import CST, TYPES, TYPES_ROW, TYPES_SENT, cols_of
-from tidbcodec import (
+from tributary.tidbcodec import (
     NULL,
     BytesDatum,
     ColumnType,
@@ -24,7 +24,7 @@ from tidbcodec import (
     encode_key,
     encode_updated_row,
 )
-from tidbcodec import mysqltypes as mt
+from tributary.tidbcodec import mysqltypes as mt
 
 COLUMNS: list[Column] = [(c.id, c.name, c.ft) for c in TYPES.columns]
 FT = {c.id: c.ft for c in TYPES.columns}

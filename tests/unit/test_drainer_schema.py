@@ -11,7 +11,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from ddlhistory import (
+from services.drainer.errors import DrainerError
+from services.drainer.schema import AppliedDdl, SchemaError, SchemaTracker, UnknownTable
+from tributary.ddlhistory import (
     Action,
     ColumnInfo,
     DbInfo,
@@ -22,10 +24,8 @@ from ddlhistory import (
     SchemaState,
     TableInfo,
 )
-from services.drainer.errors import DrainerError
-from services.drainer.schema import AppliedDdl, SchemaError, SchemaTracker, UnknownTable
-from tidbcodec import ColumnType
-from tidbcodec import mysqltypes as mt
+from tributary.tidbcodec import ColumnType
+from tributary.tidbcodec import mysqltypes as mt
 
 INT = ColumnType(mt.TYPE_LONG, flen=11)
 PK_INT = ColumnType(mt.TYPE_LONGLONG, flag=mt.PRI_KEY_FLAG | mt.NOT_NULL_FLAG, flen=20)

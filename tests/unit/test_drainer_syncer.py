@@ -15,13 +15,13 @@ from services.drainer.progress import Checkpointer
 from services.drainer.schema import UnknownTable
 from services.drainer.syncer import Syncer, compact
 from services.drainer.translate import DdlJobMissing
-from sinks.filter import TableFilter
-from sinks.model import RowChange, TableInfo, Txn
-from sinks.model import SinkError as DownstreamError
 from tests.unit.test_drainer_checkpoint import MemoryCheckpoint
 from tests.unit.test_drainer_schema import T1, create_db, create_table
 from tests.unit.test_drainer_translate import ddl, dml, history_with, insert, mutation
-from wire.binlog import MutationType
+from tributary.sinks.filter import TableFilter
+from tributary.sinks.model import RowChange, TableInfo, Txn
+from tributary.sinks.model import SinkError as DownstreamError
+from tributary.wire.binlog import MutationType
 
 T = TableInfo.build("db", "t", [("id", "bigint")], ["id"])
 INS = MutationType(MutationType.Insert)

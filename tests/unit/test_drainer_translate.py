@@ -9,8 +9,6 @@ from decimal import Decimal
 
 import pytest
 
-from coord.memory import MemoryKv
-from ddlhistory import Action, DdlJob, JobState, KvDdlHistory, SchemaState, TableInfo
 from services.drainer.errors import DrainerError
 from services.drainer.item import PulledBinlogItem
 from services.drainer.schema import SchemaTracker, UnknownTable
@@ -20,7 +18,6 @@ from services.drainer.translate import (
     UndecodableBinlog,
     to_txn,
 )
-from sinks.model import Ddl, RowKind, Txn
 from tests.unit.test_drainer_schema import (
     PK_INT,
     T1,
@@ -34,7 +31,10 @@ from tests.unit.test_drainer_schema import (
     job,
     table,
 )
-from tidbcodec import (
+from tributary.coord.memory import MemoryKv
+from tributary.ddlhistory import Action, DdlJob, JobState, KvDdlHistory, SchemaState, TableInfo
+from tributary.sinks.model import Ddl, RowKind, Txn
+from tributary.tidbcodec import (
     JSON_NULL,
     BytesDatum,
     ColumnType,
@@ -46,8 +46,8 @@ from tidbcodec import (
     encode_updated_row,
     to_datum,
 )
-from tidbcodec import mysqltypes as mt
-from wire.binlog import Binlog, BinlogType, MutationType, PrewriteValue, TableMutation
+from tributary.tidbcodec import mysqltypes as mt
+from tributary.wire.binlog import Binlog, BinlogType, MutationType, PrewriteValue, TableMutation
 
 CST = dt.timezone(dt.timedelta(hours=8))
 COMMIT = BinlogType(BinlogType.Commit)

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from coord.election import Election, ElectionLost, Leader, current_leader
-from coord.kv import KvError, Put
-from coord.memory import MemoryKv, MemoryLease
+from tributary.coord.election import Election, ElectionLost, Leader, current_leader
+from tributary.coord.kv import KvError, Put
+from tributary.coord.memory import MemoryKv, MemoryLease
 
 PREFIX = b"/test/election/"
 WAIT = 5.0  # generous bound for anything that should happen "soon"

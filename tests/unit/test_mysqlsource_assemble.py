@@ -8,14 +8,14 @@ import zlib
 
 import pytest
 
-from mysqlsource import Position
-from mysqlsource import events as ev
-from mysqlsource.assemble import Assembler, SourceTxn
-from mysqlsource.errors import ConfigurationError, MalformedEvent
-from mysqlsource.schema import SchemaTracker
-from mysqlsource.timestamps import next_ts
-from sinks.filter import TableFilter
-from sinks.model import Ddl, RowKind
+from tributary.sinks.filter import TableFilter
+from tributary.sinks.model import Ddl, RowKind
+from tributary.sources.mysql import Position
+from tributary.sources.mysql import events as ev
+from tributary.sources.mysql.assemble import Assembler, SourceTxn
+from tributary.sources.mysql.errors import ConfigurationError, MalformedEvent
+from tributary.sources.mysql.schema import SchemaTracker
+from tributary.sources.mysql.timestamps import next_ts
 
 TABLE_ID = 42
 

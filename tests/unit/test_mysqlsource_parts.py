@@ -7,20 +7,20 @@ import datetime as dt
 
 import pytest
 
-from mysqlsource import Position, SourceConfig
-from mysqlsource.charsets import Charsets
-from mysqlsource.ddl import DdlTarget, classify
-from mysqlsource.numeric import decimal_decoder, decimal_size, int_decoder
-from mysqlsource.temporal import (
+from tributary.sinks.filter import TableFilter
+from tributary.sources.mysql import Position, SourceConfig
+from tributary.sources.mysql.charsets import Charsets
+from tributary.sources.mysql.ddl import DdlTarget, classify
+from tributary.sources.mysql.numeric import decimal_decoder, decimal_size, int_decoder
+from tributary.sources.mysql.temporal import (
     date_decoder,
     datetime2_decoder,
     time2_decoder,
     timestamp2_decoder,
     zone,
 )
-from mysqlsource.timestamps import next_ts
-from sinks.filter import TableFilter
-from wire.ts import compose
+from tributary.sources.mysql.timestamps import next_ts
+from tributary.wire.ts import compose
 
 
 def test_position_tokens_round_trip_and_garbage_is_rejected() -> None:

@@ -17,7 +17,7 @@ from binlog_operator.spec import CatchUpSpec, SpecError, parse
 from binlog_operator.teardown import close_within
 from services.drainer.config import DrainerConfig
 from services.spark.k8s import IMAGE_UID
-from settings import SettingsError, load
+from tributary.settings import SettingsError, load
 
 ETCD = {"endpoints": ["http://etcd-0:2379"]}
 K8S = {"kubernetes": True, "stagingClaim": "shared-staging"}

@@ -6,11 +6,11 @@ from typing import Any
 
 from binlog_operator.changefeeds import checkpoint_time, feed_entries, read_changefeeds
 from binlog_operator.configs import CAPTURE_CLUSTER_ID
-from coord.kv import KeyValue
-from coord.memory import MemoryKv
 from services.capture.keys import FeedId, Keys
 from services.capture.model import ChangeFeedInfo, ChangeFeedStatus, FeedState, RunningError
-from wire.ts import compose
+from tributary.coord.kv import KeyValue
+from tributary.coord.memory import MemoryKv
+from tributary.wire.ts import compose
 
 KEYS = Keys(CAPTURE_CLUSTER_ID)
 # 2024-04-12T07:05:41.123Z as milliseconds since the epoch

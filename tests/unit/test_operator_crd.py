@@ -19,7 +19,7 @@ def test_the_chart_crd_is_the_generated_one() -> None:
     with redirect_stdout(out):
         crd.main()
     assert CHART_CRD.read_text() == out.getvalue(), (
-        "regenerate: PYTHONPATH=operator python -m binlog_operator.crd > " + str(CHART_CRD)
+        "regenerate: python -m binlog_operator.crd > " + str(CHART_CRD)
     )
     assert yaml.safe_load(CHART_CRD.read_text()) == crd.crd()
 

@@ -10,7 +10,7 @@ from binlog_operator.configs import check_all, check_drainer, check_pump, draine
 from binlog_operator.manifests import build, pump_selector
 from binlog_operator.spec import SpecError, parse
 from services.capture.config import CaptureConfig
-from settings import load
+from tributary.settings import load
 
 RAW: dict[str, Any] = {
     "etcd": {"endpoints": ["http://etcd-0:2379", "http://etcd-1:2379"]},
@@ -214,7 +214,7 @@ def test_with_tls_every_component_probes_itself_with_the_certificates() -> None:
         tmpl = objs[("StatefulSet", sts)]["spec"]["template"]
         (c,) = tmpl["spec"]["containers"]
         assert c["readinessProbe"]["exec"]["command"] == [
-            *("python", "-m", "servicekit.probe"),
+            *("python", "-m", "tributary.servicekit.probe"),
             f"https://127.0.0.1:{port}/ready",
             *("--tls-dir", "/etc/binlog/tls"),
         ]

@@ -6,9 +6,9 @@ import pytest
 
 from binlog_operator.manifests import pump_pod
 from binlog_operator.scaledown import ScaleDownError, close_pumps, pods_to_close
-from coord.memory import MemoryKv
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
+from tributary.coord.memory import MemoryKv
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
 
 
 class ManualClock:

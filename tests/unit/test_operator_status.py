@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from binlog_operator.status import node_entries, readiness, set_condition
-from registry.status import NodeState, NodeStatus
+from tributary.registry.status import NodeState, NodeStatus
 
 T0 = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
 T1 = datetime(2024, 1, 1, 12, 5, 0, tzinfo=UTC)

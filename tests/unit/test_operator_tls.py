@@ -15,9 +15,9 @@ from aiohttp import web
 from binlog_operator.pumps import AddressFile, HttpCloser, Target
 from binlog_operator.scaledown import ScaleDownError
 from binlog_operator.tlsctx import context_from_secret
-from telemetry.http import OpsServer
-from telemetry.tls import ALPN_HTTP, server_context
 from tests.support.certs import Pki, make_ca, make_pki
+from tributary.telemetry.http import OpsServer
+from tributary.telemetry.tls import ALPN_HTTP, server_context
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from services.pump.storage import Storage, StorageClosed, StorageSettings
 from services.pump.storage.index import Index
 from services.pump.storage.segment import Pointer
 from tests.support.pump_binlogs import Clock, commit, fake, prewrite, rollback, ts
-from wire.binlog import BinlogType
+from tributary.wire.binlog import BinlogType
 
 SMALL = StorageSettings(segment_size=4096, stop_write_at_available_space=0)
 P, C, FAKE = int(BinlogType.Prewrite), int(BinlogType.Commit), int(BinlogType.Rollback)

@@ -6,7 +6,7 @@ import pytest
 from grpclib.encoding.proto import ProtoCodec
 
 from services.pump.pullwire import EncodedReply, PullCodec, encode_pull_resp
-from wire.binlog import Entity, Meta, PullBinlogResp, WriteBinlogResp
+from tributary.wire.binlog import Entity, Meta, PullBinlogResp, WriteBinlogResp
 
 BIG_TS = (1 << 62) + 12345  # a ts of the far future: a ten-byte varint
 

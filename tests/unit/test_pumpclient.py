@@ -10,13 +10,19 @@ from typing import Any
 import pytest
 from grpclib.const import Status
 
-from coord.memory import MemoryKv
-from pumpclient import KvPumpSource, PumpChange, PumpClientError, PumpsClient, PumpSourceError
-from pumpclient.codec import encode_binlog
-from registry.status import NodeKind, NodeState, NodeStatus, node_key
 from tests.unit.test_pumpclient_peer import ScriptedPump, eventually, running_pumps
-from wire.binlog import Binlog, BinlogType
-from wire.peek import peek
+from tributary.coord.memory import MemoryKv
+from tributary.pumpclient import (
+    KvPumpSource,
+    PumpChange,
+    PumpClientError,
+    PumpsClient,
+    PumpSourceError,
+)
+from tributary.pumpclient.codec import encode_binlog
+from tributary.registry.status import NodeKind, NodeState, NodeStatus, node_key
+from tributary.wire.binlog import Binlog, BinlogType
+from tributary.wire.peek import peek
 
 P, C, R = (BinlogType(t) for t in (BinlogType.Prewrite, BinlogType.Commit, BinlogType.Rollback))
 FAST: dict[str, Any] = {

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from coord.memory import MemoryKv
-from pumpclient import PumpClientError, PumpsClient
-from pumpclient.batcher import Batcher
-from pumpclient.errors import RpcFailure
-from registry.status import NodeKind, node_key
 from tests.unit.test_pumpclient_peer import ScriptedPump, eventually, running_pumps
+from tributary.coord.memory import MemoryKv
+from tributary.pumpclient import PumpClientError, PumpsClient
+from tributary.pumpclient.batcher import Batcher
+from tributary.pumpclient.errors import RpcFailure
+from tributary.registry.status import NodeKind, node_key
 
 FAST: dict[str, Any] = {
     "retry_interval": 0.01,

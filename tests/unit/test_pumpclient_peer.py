@@ -21,20 +21,20 @@ from grpclib import GRPCError
 from grpclib.const import Status
 from grpclib.server import Server
 
-from pumpclient.codec import (
+from tributary.pumpclient.codec import (
     DecodeError,
     decode_reply,
     encode_binlog,
     encode_write_binlog_req,
     encode_write_binlogs_req,
 )
-from pumpclient.stats import ClientStats
-from pumpclient.transport import BatchRejected, PumpTransport
-from registry.status import NodeState, NodeStatus
-from wire.binlog import Binlog, BinlogType, PumpBase, WriteBinlogReq, WriteBinlogResp
-from wire.binlogext import PumpBatchBase, WriteBinlogsReq, WriteBinlogsResp
-from wire.peek import BinlogHeader, peek
-from wire.protowire import varint
+from tributary.pumpclient.stats import ClientStats
+from tributary.pumpclient.transport import BatchRejected, PumpTransport
+from tributary.registry.status import NodeState, NodeStatus
+from tributary.wire.binlog import Binlog, BinlogType, PumpBase, WriteBinlogReq, WriteBinlogResp
+from tributary.wire.binlogext import PumpBatchBase, WriteBinlogsReq, WriteBinlogsResp
+from tributary.wire.peek import BinlogHeader, peek
+from tributary.wire.protowire import varint
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
-from coord.kv import KeyValue, KvError, WatchEvent
-from coord.memory import MemoryKv
-from pumpclient import PumpsClient
-from registry.status import NodeKind, node_key
 from tests.unit.test_pumpclient_peer import ScriptedPump, eventually, running_pumps
+from tributary.coord.kv import KeyValue, KvError, WatchEvent
+from tributary.coord.memory import MemoryKv
+from tributary.pumpclient import PumpsClient
+from tributary.registry.status import NodeKind, node_key
 
 FAST: dict[str, Any] = {
     "retry_interval": 0.01,

@@ -9,10 +9,15 @@ from contextlib import aclosing
 
 import pytest
 
-from coord.kv import Compare, Delete, KeyValue, Put, TxnResult
-from coord.memory import MemoryKv
-from registry.registry import NodeNotFoundError, NodeRegistry, RegistryError, RegistryEvent
-from registry.status import NodeKind, NodeState, NodeStatus, StatusError, node_key
+from tributary.coord.kv import Compare, Delete, KeyValue, Put, TxnResult
+from tributary.coord.memory import MemoryKv
+from tributary.registry.registry import (
+    NodeNotFoundError,
+    NodeRegistry,
+    RegistryError,
+    RegistryEvent,
+)
+from tributary.registry.status import NodeKind, NodeState, NodeStatus, StatusError, node_key
 
 PUMP, DRAINER = NodeKind.PUMP, NodeKind.DRAINER
 
@@ -47,7 +52,7 @@ async def test_unparseable_records_are_skipped_by_list_but_reported_by_get(
     await reg.update(PUMP, pump("good"))
     await kv.put(node_key(PUMP, "bad"), b"{not json")
     await kv.put(node_key(PUMP, "half"), b'{"nodeId": "half"}')
-    with caplog.at_level(logging.WARNING, logger="registry.registry"):
+    with caplog.at_level(logging.WARNING, logger="tributary.registry.registry"):
         assert await reg.list(PUMP) == [pump("good")]
     assert sum("unparseable" in r.getMessage() for r in caplog.records) == 2
     with pytest.raises(StatusError):

@@ -7,15 +7,15 @@ import itertools
 
 import pytest
 
-from coord.cluster_id import (
+from tributary.coord.cluster_id import (
     ClusterIdError,
     ensure_cluster_id,
     parse_cluster_id,
     random_cluster_id,
     read_cluster_id,
 )
-from coord.memory import MemoryKv
-from registry.status import CLUSTER_ID_KEY
+from tributary.coord.memory import MemoryKv
+from tributary.registry.status import CLUSTER_ID_KEY
 
 KEY = CLUSTER_ID_KEY.encode()
 

@@ -8,11 +8,11 @@ import dataclasses
 
 import pytest
 
-from coord.kv import KvError
-from coord.memory import MemoryKv
-from registry.heartbeat import Heartbeat, HeartbeatError
-from registry.registry import NodeRegistry
-from registry.status import NodeKind, NodeState, NodeStatus
+from tributary.coord.kv import KvError
+from tributary.coord.memory import MemoryKv
+from tributary.registry.heartbeat import Heartbeat, HeartbeatError
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus
 
 PUMP = NodeKind.PUMP
 WAIT = 10.0

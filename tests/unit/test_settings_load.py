@@ -10,7 +10,7 @@ from typing import Literal
 
 import pytest
 
-from settings import (
+from tributary.settings import (
     BYTE_SIZE,
     DAYS_OR_DURATION,
     DURATION,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from settings import parsers as p
+from tributary.settings import parsers as p
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from sinks.binlogfile import (
+from tributary.sinks.binlogfile import (
     MAGIC,
     BinlogFileError,
     CorruptRecord,

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from sinks.checkpoint import CheckpointRecord
-from sinks.model import SinkError
+from tributary.sinks.checkpoint import CheckpointRecord
+from tributary.sinks.model import SinkError
 
 
 def test_json_has_tidb_binlog_keys() -> None:

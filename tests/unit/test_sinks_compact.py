@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sinks.compact import Compacted, compact
-from sinks.model import Row, RowChange, RowKind, TableInfo
-from sinks.mysql_statements import chunks, compacted_statements, plain_statements
+from tributary.sinks.compact import Compacted, compact
+from tributary.sinks.model import Row, RowChange, RowKind, TableInfo
+from tributary.sinks.mysql_statements import chunks, compacted_statements, plain_statements
 
 T = TableInfo.build("s", "t", [("id", "int"), ("u", "int"), ("v", "int")], ["id"], {"uk": ["u"]})
 BARE = TableInfo.build("s", "log", [("k", "int"), ("v", "int")])

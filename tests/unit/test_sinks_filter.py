@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter, parse_table
-from sinks.model import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter, parse_table
+from tributary.sinks.model import Ddl, RowChange, TableInfo, Txn
 
 ORDERS = TableInfo.build("shop", "orders", [("id", "bigint")], ["id"])
 TMP = TableInfo.build("shop", "tmp_1", [("id", "bigint")], ["id"])

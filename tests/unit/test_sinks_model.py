@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sinks.model import (
+from tributary.sinks.model import (
     ColumnInfo,
     Ddl,
     RowChange,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sinks.model import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
-from sinks.pbcodec import (
+from tributary.sinks.model import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
+from tributary.sinks.pbcodec import (
     PbCodecError,
     column_type,
     ddl_query,
@@ -21,8 +21,8 @@ from sinks.pbcodec import (
     parse_ddl_query,
     to_pb,
 )
-from tidbcodec import BytesDatum, UintDatum, encode_value
-from wire.pb_binlog import Binlog, BinlogType, Column, DmlData, Event, EventType
+from tributary.tidbcodec import BytesDatum, UintDatum, encode_value
+from tributary.wire.pb_binlog import Binlog, BinlogType, Column, DmlData, Event, EventType
 
 INT64 = 1 << 63
 ENUM = "enum('a','b','c d')"

@@ -10,15 +10,15 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from coord.memory import MemoryKv
-from ddlhistory import Action, KvDdlHistory
-from pumpclient import PumpClientError
 from services.drainer.item import PulledBinlogItem
 from services.drainer.schema import SchemaTracker
 from services.drainer.translate import to_txn
-from sinks.model import Ddl, RowChange, SinkError, SqlValue, TableInfo, Txn
-from sinks.pump import PumpSink, checkpoint_key, parse_url
-from wire.binlog import Binlog, BinlogType
+from tributary.coord.memory import MemoryKv
+from tributary.ddlhistory import Action, KvDdlHistory
+from tributary.pumpclient import PumpClientError
+from tributary.sinks.model import Ddl, RowChange, SinkError, SqlValue, TableInfo, Txn
+from tributary.sinks.pump import PumpSink, checkpoint_key, parse_url
+from tributary.wire.binlog import Binlog, BinlogType
 
 COLUMNS = [
     ("id", "int(11)"),

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ddlhistory import mysql_type
-from sinks.model import TableInfo
-from sinks.pump_types import UnsupportedType, column_type, comparison_key, tidb_table
-from tidbcodec import mysqltypes as mt
+from tributary.ddlhistory import mysql_type
+from tributary.sinks.model import TableInfo
+from tributary.sinks.pump_types import UnsupportedType, column_type, comparison_key, tidb_table
+from tributary.tidbcodec import mysqltypes as mt
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from sinks.blackhole import BlackholeSink
-from sinks.model import Ddl, RowChange, SinkError, TableInfo, Txn
-from sinks.registry import OPENERS, SinkOptions, open_sink, redact, scheme_of
-from sinks.sqlite import SqliteSink
+from tributary.sinks.blackhole import BlackholeSink
+from tributary.sinks.model import Ddl, RowChange, SinkError, TableInfo, Txn
+from tributary.sinks.registry import OPENERS, SinkOptions, open_sink, redact, scheme_of
+from tributary.sinks.sqlite import SqliteSink
 
 OPTS = SinkOptions(cluster_id=7)
 T = TableInfo.build("s", "t", [("id", "int")], ["id"])

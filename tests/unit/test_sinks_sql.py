@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from sinks.model import Ddl, Row, RowChange, SqlValue, TableInfo
-from sinks.sql import (
+from tributary.sinks.model import Ddl, Row, RowChange, SqlValue, TableInfo
+from tributary.sinks.sql import (
     MYSQL,
     SQLITE,
     Statement,

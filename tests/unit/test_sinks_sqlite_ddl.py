@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from sinks.model import Ddl, UnsupportedDdl
-from sinks.mysql_lexer import tokenize
-from sinks.sqlite_ddl import DropColumn, DropSchema, Step, translate
+from tributary.sinks.model import Ddl, UnsupportedDdl
+from tributary.sinks.mysql_lexer import tokenize
+from tributary.sinks.sqlite_ddl import DropColumn, DropSchema, Step, translate
 
 
 def tr(query: str, schema: str = "shop") -> list[Step]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from services.spark.lake_manifest import LakeFile, LakeRange, Manifest
 from services.spark.mysql_target import merge_statements
-from staging.format import StagedColumn, StagedTable
+from tributary.staging.format import StagedColumn, StagedTable
 
 
 def rng(start: int, end: int) -> LakeRange:

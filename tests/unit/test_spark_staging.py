@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from sinks.model import Ddl, RowChange, SqlValue, TableInfo, Txn
-from staging import StagingError, StagingWriter, arrow_kind, read_range
+from tributary.sinks.model import Ddl, RowChange, SqlValue, TableInfo, Txn
+from tributary.staging import StagingError, StagingWriter, arrow_kind, read_range
 
 T = TableInfo.build(
     "db", "t", [("id", "bigint"), ("v", "varchar(10)"), ("u", "bigint unsigned")], ["id"]

@@ -20,7 +20,7 @@ from services.pump.storage import (
 )
 from services.pump.storage.settings import SpaceGuard, disk_space
 from tests.support.pump_binlogs import Clock, commit, fake, item, prewrite, rollback, ts
-from wire.binlog import Binlog, BinlogType, PrewriteValue
+from tributary.wire.binlog import Binlog, BinlogType, PrewriteValue
 
 SMALL = StorageSettings(segment_size=4096, stop_write_at_available_space=0)
 

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.pump.storage.merge import attach_prewrite
-from wire.binlog import Binlog, BinlogType
-from wire.peek import MalformedBinlog
+from tributary.wire.binlog import Binlog, BinlogType
+from tributary.wire.peek import MalformedBinlog
 
 INT64 = st.integers(0, 2**63 - 1)
 

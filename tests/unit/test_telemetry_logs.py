@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from telemetry import ContextAdapter, JsonFormatter, TextFormatter, configure_logging
+from tributary.telemetry import ContextAdapter, JsonFormatter, TextFormatter, configure_logging
 
 
 def make_record(msg: str, *args: object, **extra: object) -> logging.LogRecord:

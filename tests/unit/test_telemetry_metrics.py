@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from telemetry import Metrics, exponential_buckets, render
+from tributary.telemetry import Metrics, exponential_buckets, render
 
 
 class PumpMetrics(Metrics):

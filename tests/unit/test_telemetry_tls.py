@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from settings import SecuritySettings
-from telemetry.tls import (
+from tests.support.certs import make_ca
+from tributary.settings import SecuritySettings
+from tributary.telemetry.tls import (
     ALPN_HTTP,
     TlsError,
     client_context,
@@ -16,7 +17,6 @@ from telemetry.tls import (
     common_names,
     server_context,
 )
-from tests.support.certs import make_ca
 
 DRAINER = {"subject": ((("countryName", "US"),), (("commonName", "drainer"),))}
 

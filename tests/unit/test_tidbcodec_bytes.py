@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidbcodec import bytes_
-from tidbcodec.errors import DecodeError
+from tributary.tidbcodec import bytes_
+from tributary.tidbcodec.errors import DecodeError
 
 # bytes_test.go TestBytesCodec: (input, encoded, descending)
 TIDB_VECTORS = [

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidbcodec import mysqltypes as mt
-from tidbcodec.convert import JSON_NULL, from_datum, to_datum
-from tidbcodec.datum import (
+from tributary.tidbcodec import mysqltypes as mt
+from tributary.tidbcodec.convert import JSON_NULL, from_datum, to_datum
+from tributary.tidbcodec.datum import (
     NULL,
     BytesDatum,
     DecimalDatum,
@@ -22,9 +22,9 @@ from tidbcodec.datum import (
     JsonDatum,
     UintDatum,
 )
-from tidbcodec.errors import DecodeError, EncodeError
-from tidbcodec.row import decode_old_row, encode_old_row
-from tidbcodec.timecodec import CoreTime
+from tributary.tidbcodec.errors import DecodeError, EncodeError
+from tributary.tidbcodec.row import decode_old_row, encode_old_row
+from tributary.tidbcodec.timecodec import CoreTime
 
 BIGINT = mt.ColumnType(mt.TYPE_LONGLONG)
 UBIGINT = mt.ColumnType(mt.TYPE_LONGLONG, flag=mt.UNSIGNED_FLAG)

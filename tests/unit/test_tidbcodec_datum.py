@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidbcodec import json_binary
-from tidbcodec.datum import (
+from tributary.tidbcodec import json_binary
+from tributary.tidbcodec.datum import (
     MAX_VALUE,
     MIN_NOT_NULL,
     NULL,
@@ -26,7 +26,7 @@ from tidbcodec.datum import (
     encode_key,
     encode_value,
 )
-from tidbcodec.errors import DecodeError, EncodeError
+from tributary.tidbcodec.errors import DecodeError, EncodeError
 
 
 def test_flag_bytes_of_each_family() -> None:

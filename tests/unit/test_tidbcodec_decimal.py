@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidbcodec.decimal import (
+from tributary.tidbcodec.decimal import (
     decimal_bin_size,
     decode_decimal_bin,
     encode_decimal_bin,
     precision_and_frac,
 )
-from tidbcodec.errors import DecodeError, EncodeError
+from tributary.tidbcodec.errors import DecodeError, EncodeError
 
 
 def test_tobin_doc_example() -> None:

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidbcodec import json_binary as jb
-from tidbcodec.errors import DecodeError, EncodeError
-from tidbcodec.json_text import format_float, quote, to_text
+from tributary.tidbcodec import json_binary as jb
+from tributary.tidbcodec.errors import DecodeError, EncodeError
+from tributary.tidbcodec.json_text import format_float, quote, to_text
 
 
 def test_object_layout_vector() -> None:

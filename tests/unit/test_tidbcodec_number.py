@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidbcodec import number as n
-from tidbcodec.errors import DecodeError, EncodeError
+from tributary.tidbcodec import number as n
+from tributary.tidbcodec.errors import DecodeError, EncodeError
 
 I64 = st.integers(n.INT64_MIN, n.INT64_MAX)
 U64 = st.integers(0, n.UINT64_MAX)

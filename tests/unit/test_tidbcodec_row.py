@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidbcodec.datum import (
+from tributary.tidbcodec.datum import (
     NULL,
     BytesDatum,
     Datum,
@@ -19,8 +19,8 @@ from tidbcodec.datum import (
     UintDatum,
     encode_value,
 )
-from tidbcodec.errors import DecodeError
-from tidbcodec.row import (
+from tributary.tidbcodec.errors import DecodeError
+from tributary.tidbcodec.row import (
     EXTRA_HANDLE_ID,
     decode_deleted_row,
     decode_inserted_row,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidbcodec.datum import (
+from tributary.tidbcodec.datum import (
     NULL,
     BytesDatum,
     Datum,
@@ -22,8 +22,8 @@ from tidbcodec.datum import (
     encode_key,
     encode_value,
 )
-from tidbcodec.errors import DecodeError
-from tidbcodec.row import (
+from tributary.tidbcodec.errors import DecodeError
+from tributary.tidbcodec.row import (
     decode_deleted_row,
     decode_inserted_row,
     decode_updated_row,
@@ -32,7 +32,7 @@ from tidbcodec.row import (
     encode_old_row,
     encode_updated_row,
 )
-from tidbcodec.rowdecoder import Field, RowDecoder
+from tributary.tidbcodec.rowdecoder import Field, RowDecoder
 
 KNOWN = range(-1, 40)  # column ids the table has; the rows also carry others
 

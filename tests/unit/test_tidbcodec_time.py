@@ -8,9 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidbcodec.errors import DecodeError, EncodeError
-from tidbcodec.temporal import round_datetime, round_timedelta, timestamp_from_utc, timestamp_to_utc
-from tidbcodec.timecodec import CoreTime, nanos_to_timedelta, timedelta_to_nanos
+from tributary.tidbcodec.errors import DecodeError, EncodeError
+from tributary.tidbcodec.temporal import (
+    round_datetime,
+    round_timedelta,
+    timestamp_from_utc,
+    timestamp_to_utc,
+)
+from tributary.tidbcodec.timecodec import CoreTime, nanos_to_timedelta, timedelta_to_nanos
 
 
 def test_packed_vector_from_the_documented_layout() -> None:

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tso.allocator import MAX_COUNT, TimestampAllocator
-from tso.clock import ManualClock
-from tso.errors import LogicalOverflow, NotLeader, TsoError
-from wire.ts import MAX_LOGICAL, compose, logical, physical_ms
+from tributary.tso.allocator import MAX_COUNT, TimestampAllocator
+from tributary.tso.clock import ManualClock
+from tributary.tso.errors import LogicalOverflow, NotLeader, TsoError
+from tributary.wire.ts import MAX_LOGICAL, compose, logical, physical_ms
 
 T = TypeVar("T")
 

@@ -10,12 +10,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import pytest
 from grpclib.server import Server
 
-from coord.memory import MemoryKv
-from tso.client import TsoClient
-from tso.errors import TsoError
-from tso.member import MemberTiming, TsoMember
-from tso.service import TsoService
-from wire.binlogext import TsoRequest, TsoResponse
+from tributary.coord.memory import MemoryKv
+from tributary.tso.client import TsoClient
+from tributary.tso.errors import TsoError
+from tributary.tso.member import MemberTiming, TsoMember
+from tributary.tso.service import TsoService
+from tributary.wire.binlogext import TsoRequest, TsoResponse
 
 FAST = MemberTiming(lease_ttl_s=1, update_interval_s=0.01, retry_backoff_s=0.05)
 CLUSTER = 7

@@ -7,13 +7,13 @@ from collections.abc import Callable
 
 import pytest
 
-from coord.memory import MemoryKv
-from tso.allocator import MAX_COUNT
-from tso.clock import ManualClock
-from tso.errors import NotLeader, TsoError
-from tso.keys import LEADER_PREFIX, TIMESTAMP_KEY
-from tso.member import MemberTiming, TsoMember
-from wire.ts import physical_ms
+from tributary.coord.memory import MemoryKv
+from tributary.tso.allocator import MAX_COUNT
+from tributary.tso.clock import ManualClock
+from tributary.tso.errors import NotLeader, TsoError
+from tributary.tso.keys import LEADER_PREFIX, TIMESTAMP_KEY
+from tributary.tso.member import MemberTiming, TsoMember
+from tributary.wire.ts import physical_ms
 
 FAST = MemberTiming(lease_ttl_s=1, update_interval_s=0.01, retry_backoff_s=0.05)
 WAIT = 5.0

@@ -8,12 +8,12 @@ import pytest
 from grpclib import GRPCError
 from grpclib.const import Status
 
-from coord.memory import MemoryKv
-from tso.allocator import MAX_COUNT
-from tso.member import MemberTiming, TsoMember
-from tso.service import TsoService
-from wire.binlogext import TsoRequest
-from wire.ts import physical_ms
+from tributary.coord.memory import MemoryKv
+from tributary.tso.allocator import MAX_COUNT
+from tributary.tso.member import MemberTiming, TsoMember
+from tributary.tso.service import TsoService
+from tributary.wire.binlogext import TsoRequest
+from tributary.wire.ts import physical_ms
 
 FAST = MemberTiming(lease_ttl_s=1, update_interval_s=0.01, retry_backoff_s=0.05)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from coord.election import Election
-from coord.memory import MemoryKv
-from tso.errors import NotLeader, TsoError
-from tso.keys import LEADER_PREFIX, TIMESTAMP_KEY
-from tso.window import KvWindowStore
+from tributary.coord.election import Election
+from tributary.coord.memory import MemoryKv
+from tributary.tso.errors import NotLeader, TsoError
+from tributary.tso.keys import LEADER_PREFIX, TIMESTAMP_KEY
+from tributary.tso.window import KvWindowStore
 
 
 async def test_saves_decimal_ms_while_leading_and_refuses_after() -> None:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wire.binlog import (
+from tributary.wire.binlog import (
     Binlog,
     BinlogType,
     Entity,
@@ -18,7 +18,7 @@ from wire.binlog import (
     PullBinlogResp,
     TableMutation,
 )
-from wire.views import (
+from tributary.wire.views import (
     MalformedMessage,
     parse_binlog,
     parse_prewrite_value,

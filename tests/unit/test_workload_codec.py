@@ -10,15 +10,15 @@ from decimal import Decimal
 
 import pytest
 
-from coord.memory import MemoryKv
-from ddlhistory import Action, DbInfo, DdlJob, KvDdlHistory, TableInfo, ddl_job
 from services.drainer.item import PulledBinlogItem
 from services.drainer.schema import SchemaTracker
 from services.drainer.translate import to_txn
-from sinks.model import RowKind
-from sinks.pump_rows import DELETE, INSERT, UPDATE, MutationBuilder, row_id
-from sinks.pump_values import duration_text, parse_duration, stored, typed
-from tidbcodec import (
+from tributary.coord.memory import MemoryKv
+from tributary.ddlhistory import Action, DbInfo, DdlJob, KvDdlHistory, TableInfo, ddl_job
+from tributary.sinks.model import RowKind
+from tributary.sinks.pump_rows import DELETE, INSERT, UPDATE, MutationBuilder, row_id
+from tributary.sinks.pump_values import duration_text, parse_duration, stored, typed
+from tributary.tidbcodec import (
     EXTRA_HANDLE_ID,
     JSON_NULL,
     IntDatum,
@@ -27,12 +27,12 @@ from tidbcodec import (
     from_datum,
     to_datum,
 )
-from wire.binlog import Binlog, BinlogType, PrewriteValue
-from workload import columns
-from workload.catalog import Table
-from workload.columns import build_table_info
-from workload.mixed_tables import BASE
-from workload.values import random_value
+from tributary.wire.binlog import Binlog, BinlogType, PrewriteValue
+from tributary.workload import columns
+from tributary.workload.catalog import Table
+from tributary.workload.columns import build_table_info
+from tributary.workload.mixed_tables import BASE
+from tributary.workload.values import random_value
 
 ALL_COLUMNS = [c for spec in BASE for c in spec.columns]
 COMMIT = BinlogType(BinlogType.Commit)

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from coord.kv import Compare, Delete, KvError, Put, TxnResult
-from coord.memory import MemoryKv
-from ddlhistory import JOBS_PREFIX, Action, KvDdlHistory
-from sinks.sql import Statement
 from tests.unit.test_workload_txn import SPEC, Events, LoggingTso, LoggingWriter
-from workload import columns
-from workload.catalog import Catalog
-from workload.env import Env
-from workload.errors import Abort, HistoryDiverged, UpstreamError
-from workload.runner import build_env
-from workload.upstream_sqlite import SqliteUpstream
+from tributary.coord.kv import Compare, Delete, KvError, Put, TxnResult
+from tributary.coord.memory import MemoryKv
+from tributary.ddlhistory import JOBS_PREFIX, Action, KvDdlHistory
+from tributary.sinks.sql import Statement
+from tributary.workload import columns
+from tributary.workload.catalog import Catalog
+from tributary.workload.env import Env
+from tributary.workload.errors import Abort, HistoryDiverged, UpstreamError
+from tributary.workload.runner import build_env
+from tributary.workload.upstream_sqlite import SqliteUpstream
 
 
 class FlakyKv(MemoryKv):

@@ -9,13 +9,13 @@ from pathlib import Path
 import asyncmy.errors
 import pytest
 
-from sinks.sql import Statement
-from workload.cli import parse_args
-from workload.errors import Conflict, ConnectionLost, UpstreamError
-from workload.runner import Pacer, _Budget
-from workload.rwlock import RwLock
-from workload.upstream_mysql import map_error as mysql_error
-from workload.upstream_sqlite import SqliteUpstream
+from tributary.sinks.sql import Statement
+from tributary.workload.cli import parse_args
+from tributary.workload.errors import Conflict, ConnectionLost, UpstreamError
+from tributary.workload.runner import Pacer, _Budget
+from tributary.workload.rwlock import RwLock
+from tributary.workload.upstream_mysql import map_error as mysql_error
+from tributary.workload.upstream_sqlite import SqliteUpstream
 
 
 async def settle() -> None:

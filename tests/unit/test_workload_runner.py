@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from coord.memory import MemoryKv
-from ddlhistory import KvDdlHistory
 from tests.unit.test_workload_txn import Events, LoggingTso, LoggingWriter
-from workload import Bank, Catalog, Mixed, MixedOptions, run_workload, total_balance
-from workload.env import Env
-from workload.mixed_tables import BASE
-from workload.upstream_sqlite import SqliteUpstream
+from tributary.coord.memory import MemoryKv
+from tributary.ddlhistory import KvDdlHistory
+from tributary.workload import Bank, Catalog, Mixed, MixedOptions, run_workload, total_balance
+from tributary.workload.env import Env
+from tributary.workload.mixed_tables import BASE
+from tributary.workload.upstream_sqlite import SqliteUpstream
 
 
 class Counting:

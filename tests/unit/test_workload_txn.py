@@ -11,21 +11,21 @@ from typing import Any
 
 import pytest
 
-from coord.memory import MemoryKv
-from ddlhistory import KvDdlHistory
-from pumpclient import PumpClientError
-from sinks.sql import Dialect, Statement
-from tidbcodec import IntDatum, decode_updated_row
-from tso.errors import TsoError
-from wire.binlog import PrewriteValue
-from workload import columns
-from workload.catalog import Table
-from workload.env import Env
-from workload.errors import Conflict, ConnectionLost, UpstreamError, WorkloadError
-from workload.runner import build_env
-from workload.txn import TxnContext
-from workload.upstream import Session
-from workload.upstream_sqlite import SqliteUpstream
+from tributary.coord.memory import MemoryKv
+from tributary.ddlhistory import KvDdlHistory
+from tributary.pumpclient import PumpClientError
+from tributary.sinks.sql import Dialect, Statement
+from tributary.tidbcodec import IntDatum, decode_updated_row
+from tributary.tso.errors import TsoError
+from tributary.wire.binlog import PrewriteValue
+from tributary.workload import columns
+from tributary.workload.catalog import Table
+from tributary.workload.env import Env
+from tributary.workload.errors import Conflict, ConnectionLost, UpstreamError, WorkloadError
+from tributary.workload.runner import build_env
+from tributary.workload.txn import TxnContext
+from tributary.workload.upstream import Session
+from tributary.workload.upstream_sqlite import SqliteUpstream
 
 SPEC = columns.TableSpec(
     "t",

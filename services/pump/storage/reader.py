@@ -18,7 +18,7 @@ from services.pump.storage.index import CommitRow, Index
 from services.pump.storage.merge import attach_prewrite
 from services.pump.storage.stats import StorageStats
 from services.pump.storage.vlog import ValueLog
-from wire.peek import MalformedBinlog
+from tributary.wire.peek import MalformedBinlog
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from services.pump.storage.index import Index, IndexRow
 from services.pump.storage.segment import Pointer
 from services.pump.storage.vlog import ValueLog
 from services.pump.storage.writer import index_row
-from wire.binlog import BinlogType
-from wire.peek import BinlogHeader, MalformedBinlog, peek
+from tributary.wire.binlog import BinlogType
+from tributary.wire.peek import BinlogHeader, MalformedBinlog, peek
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.pump.storage.record import Corrupt, Found, ScanEvent, scan
-from wire.peek import MalformedBinlog, peek
+from tributary.wire.peek import MalformedBinlog, peek
 
 log = logging.getLogger(__name__)
 

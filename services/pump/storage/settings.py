@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wire.binlog import BinlogType
-from wire.peek import BinlogHeader
+from tributary.wire.binlog import BinlogType
+from tributary.wire.peek import BinlogHeader
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -38,9 +38,9 @@ from services.pump.storage.stats import StorageStats
 from services.pump.storage.upkeep import Upkeep
 from services.pump.storage.vlog import Appended, ValueLog
 from services.pump.storage.writer import GroupWriter, WriteItem
-from wire import ts as tso
-from wire.binlog import BinlogType
-from wire.peek import BinlogHeader
+from tributary.wire import ts as tso
+from tributary.wire.binlog import BinlogType
+from tributary.wire.peek import BinlogHeader
 
 log = logging.getLogger(__name__)
 

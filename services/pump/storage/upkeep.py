@@ -27,9 +27,9 @@ from services.pump.storage.settings import StorageSettings
 from services.pump.storage.stats import StorageStats
 from services.pump.storage.vlog import ValueLog
 from services.pump.storage.writer import GroupWriter, WriteItem
-from wire import ts as tso
-from wire.binlog import Binlog, BinlogType
-from wire.peek import BinlogHeader
+from tributary.wire import ts as tso
+from tributary.wire.binlog import Binlog, BinlogType
+from tributary.wire.peek import BinlogHeader
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from services.pump.storage.segment import Pointer
 from services.pump.storage.settings import StorageSettings
 from services.pump.storage.stats import StorageStats
 from services.pump.storage.vlog import Appended, ValueLog
-from wire.binlog import BinlogType
-from wire.peek import BinlogHeader
+from tributary.wire.binlog import BinlogType
+from tributary.wire.peek import BinlogHeader
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Tributary's shared libraries: everything the services, tools and operator build on."""

@@ -1,0 +1,7 @@
+"""``python -m checker`` runs the consistency checker."""
+
+import sys
+
+from tributary.checker.cli import main
+
+sys.exit(main())

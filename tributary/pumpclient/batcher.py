@@ -1,0 +1,158 @@
+"""Client-side group commit for one pump: concurrent writes are coalesced into
+one ``WriteBinlogs`` RPC.
+
+Invariant: at most one batch per pump is in flight; callers arriving while it
+is in flight queue up and form the next batch (capped by count and bytes, a
+single oversized payload travelling alone); every caller's future is resolved
+exactly once, with its own errmsg or with the failure of its batch; once
+:meth:`Batcher.stop` was called, :meth:`Batcher.run` ends and every caller
+left gets an error, even if the batch in flight swallowed its cancellation.
+
+grpclib turns the cancellation of a call whose channel is closed at the same
+moment into ``StreamTerminatedError``, and it leaves ``Task.cancelling()``
+raised after every deadline or lost connection, so neither the exception nor
+that counter tells a stop from an ordinary failed RPC: the stop flag does.
+
+Worked example (cap 3): A arrives, the sender takes [A] and sends it; B, C, D,
+E arrive during that RPC. When it returns, A is resolved and the sender takes
+[B, C, D] (cap), then [E]. Five writes, three RPCs; with a cap of 100 it
+would be two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from tributary.pumpclient.errors import RpcFailure
+
+log = logging.getLogger(__name__)
+
+# Sends payloads as one RPC; returns one result per payload (None = stored).
+SendBatch = Callable[[Sequence[bytes]], Awaitable[list[RpcFailure | None]]]
+
+DEFAULT_MAX_COUNT = 512
+DEFAULT_MAX_BYTES = 4 << 20
+
+
+@dataclass(slots=True)
+class _Item:
+    payload: bytes
+    future: asyncio.Future[RpcFailure | None]
+
+
+class Batcher:
+    """Feed with :meth:`submit`; :meth:`run` is the sender loop (one task)."""
+
+    def __init__(
+        self,
+        send: SendBatch,
+        *,
+        max_count: int = DEFAULT_MAX_COUNT,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        if max_count < 1 or max_bytes < 1:
+            raise ValueError("batch caps must be positive")
+        self._send = send
+        self._max_count = max_count
+        self._max_bytes = max_bytes
+        self._queue: collections.deque[_Item] = collections.deque()
+        self._in_flight: list[_Item] = []
+        self._wakeup = asyncio.Event()
+        self._closed = False
+        self._running = False
+
+    async def submit(self, payload: bytes) -> None:
+        """Queue ``payload`` and wait until it is stored; raise its own failure,
+        or its batch's (:class:`RpcFailure`, or whatever ``send`` raised)."""
+        if self._closed:
+            raise RpcFailure("pump connection closed")
+        future: asyncio.Future[RpcFailure | None] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Item(payload, future))
+        self._wakeup.set()
+        failure = await future
+        if failure is not None:
+            raise failure
+
+    def _take(self) -> list[_Item]:
+        batch: list[_Item] = []
+        size = 0
+        while self._queue and len(batch) < self._max_count:
+            item = self._queue[0]
+            if item.future.done():  # caller gave up before it was sent
+                self._queue.popleft()
+                continue
+            if batch and size + len(item.payload) > self._max_bytes:
+                break
+            batch.append(self._queue.popleft())
+            size += len(item.payload)
+        return batch
+
+    def stop(self) -> None:
+        """Refuse new writes and make :meth:`run` end after the batch in flight
+        (cancel its task as well to abort that batch). Queued callers get an
+        error at once if :meth:`run` is not running, else when it ends."""
+        self._closed = True
+        self._wakeup.set()
+        if not self._running:
+            self._fail_waiting()
+
+    async def run(self) -> None:
+        self._running = True
+        try:
+            while not self._closed:
+                if not self._queue:
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                batch = self._take()
+                if batch:
+                    self._in_flight = batch
+                    await self._flush(batch)
+                    self._in_flight = []
+        finally:
+            self._running = False
+            self._closed = True
+            self._fail_waiting()
+
+    def _fail_waiting(self) -> None:
+        for item in self._in_flight:
+            _fail(item, RpcFailure("pump connection closed mid-write", uncertain=True))
+        self._in_flight = []
+        while self._queue:
+            _fail(self._queue.popleft(), RpcFailure("pump connection closed"))
+
+    async def _flush(self, batch: list[_Item]) -> None:
+        try:
+            results = await self._send([item.payload for item in batch])
+        except Exception as e:  # delivered to every caller of the batch
+            for item in batch:
+                _fail(item, e)
+            return
+        for item, result in zip(batch, results, strict=True):
+            if not item.future.done():
+                item.future.set_result(result)
+
+
+def _fail(item: _Item, exc: Exception) -> None:
+    if not item.future.done():
+        # A fresh instance per caller, so tracebacks do not pile up on one object.
+        item.future.set_exception(_copy(exc))
+
+
+def _copy(exc: Exception) -> Exception:
+    clone: Exception
+    if isinstance(exc, RpcFailure):
+        clone = RpcFailure(
+            str(exc), retriable=exc.retriable, uncertain=exc.uncertain, reset=exc.reset
+        )
+    else:
+        try:
+            clone = type(exc)(*exc.args)
+        except Exception:
+            return exc
+    clone.__cause__ = exc.__cause__
+    return clone

@@ -1,0 +1,188 @@
+"""Retry policies of the pump client: where a binlog goes and how often it
+is tried again.
+
+Invariants:
+- a P-binlog is re-routed on every attempt (the selector moves on), paused
+  ``retry_interval`` between attempts, and given up only once more than
+  ``write_timeout`` has passed *and* more attempts were made than there are
+  available pumps; then every online pump, usable or not, gets one last try;
+- a failure the pump reports as "too large" (RESOURCE_EXHAUSTED) or
+  malformed (INVALID_ARGUMENT) is final: raised at once, no other pump tried;
+- a C-binlog stays with the pump of its P-binlog, retried every
+  ``10 * retry_interval`` until ``commit_timeout``; it never raises;
+- after a failed attempt, once the write is decided, pumps past the error
+  limit leave the available set (so a pump that is down only briefly is not
+  dropped in the middle of one write's retries).
+
+Worked example (pumps a, b; range; a is down): P(1) tries a, fails
+(a.err_num=1), sleeps 0.1 s, tries b, succeeds; pairing records 1 -> b. C(1)
+goes straight to b. After eleven such failures a.err_num=11 > 10 and a moves
+to the unavailable set, so no write tries it until a probe succeeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from tributary.pumpclient.clock import Clock
+from tributary.pumpclient.errors import PumpClientError, RpcFailure
+from tributary.pumpclient.membership import PumpSet
+from tributary.pumpclient.pairing import Pairing
+from tributary.pumpclient.pump import Pump
+from tributary.pumpclient.stats import ClientStats
+
+log = logging.getLogger(__name__)
+
+
+class Writes:
+    def __init__(
+        self,
+        pumps: PumpSet,
+        pairing: Pairing,
+        stats: ClientStats,
+        clock: Clock,
+        *,
+        write_timeout: float,
+        commit_timeout: float,
+        retry_interval: float,
+    ) -> None:
+        self._pumps = pumps
+        self._pairing = pairing
+        self._stats = stats
+        self._clock = clock
+        self._write_timeout = write_timeout
+        self._commit_timeout = commit_timeout
+        self._retry_interval = retry_interval
+
+    @property
+    def pending_pairs(self) -> int:
+        """P-binlogs whose C-binlog has not been written yet."""
+        return len(self._pairing)
+
+    async def prewrite(self, payload: bytes, start_ts: int) -> None:
+        started = self._clock.now()
+        uncertain: set[str] = set()
+        last: RpcFailure | None = None
+        attempt = 0
+        while (pump := self._pumps.select(start_ts, attempt)) is not None:
+            try:
+                await pump.write(payload)
+            except RpcFailure as e:
+                last = e
+                if e.uncertain:
+                    uncertain.add(pump.node_id)
+                log.warning("write binlog %d to pump %s failed: %s", start_ts, pump.node_id, e)
+                if not e.retriable:
+                    self._give_up(start_ts, uncertain)
+                    raise PumpClientError(
+                        f"write binlog failed, the last error {e}", retriable=False
+                    ) from e
+            else:
+                if last is not None:
+                    self._pumps.check_usable()
+                self._done(start_ts, pump, uncertain)
+                return
+            attempt += 1
+            elapsed = self._clock.now() - started
+            if elapsed > self._write_timeout and attempt > len(self._pumps.available):
+                break
+            self._stats.retries += 1
+            await self._clock.sleep(self._retry_interval)
+        self._pumps.check_usable()
+        resort = await self._last_resort(payload, start_ts, uncertain)
+        if resort is None:
+            return
+        last = last or resort
+        self._give_up(start_ts, uncertain)
+        raise PumpClientError(f"write binlog failed, the last error {last}") from last
+
+    async def _last_resort(
+        self, payload: bytes, start_ts: int, uncertain: set[str]
+    ) -> RpcFailure | None:
+        """Try every online pump once; None on success, else the last failure."""
+        last = RpcFailure("no available pump")
+        for pump in self._pumps.online():
+            try:
+                await pump.write(payload)
+            except RpcFailure as e:
+                last = e
+                if e.uncertain:
+                    uncertain.add(pump.node_id)
+                continue
+            self._pumps.set_available(pump, True)
+            self._stats.backoff_writes += 1
+            self._done(start_ts, pump, uncertain)
+            return None
+        return last
+
+    def _done(self, start_ts: int, pump: Pump, uncertain: set[str]) -> None:
+        self._stats.prewrites_ok += 1
+        self._pairing.record(start_ts, pump.node_id, uncertain)
+
+    def _give_up(self, start_ts: int, uncertain: set[str]) -> None:
+        self._stats.prewrites_failed += 1
+        self._pumps.check_usable()
+        self._pairing.record(start_ts, None, uncertain)
+
+    async def commit(self, payload: bytes, start_ts: int) -> None:
+        placement = self._pairing.take(start_ts)
+        confirmed = placement and placement.confirmed and self._pumps.pumps.get(placement.confirmed)
+        if confirmed:
+            primary, persistent = [confirmed], True
+        elif placement is not None and placement.confirmed is None:
+            primary, persistent = [], False  # the prewrite failed; only the extras below
+        else:
+            self._stats.commits_unmatched += 1
+            primary, persistent = list(self._pumps.available.values()), False
+            log.warning(
+                "binlog %d doesn't have a matched prewrite binlog; sending it to every "
+                "available pump (%d)",
+                start_ts,
+                len(primary),
+            )
+        extras = [
+            self._pumps.pumps[n]
+            for n in sorted(placement.uncertain if placement else ())
+            if n in self._pumps.pumps and self._pumps.pumps[n] not in primary
+        ]
+        attempts = [self._commit_to(p, payload, start_ts, persistent) for p in primary]
+        attempts += [self._commit_to(p, payload, start_ts, False) for p in extras]
+        if len(attempts) == 1:  # the common case: no task needed
+            results = [await attempts[0]]
+        else:
+            results = await asyncio.gather(*attempts)
+        if all(results[: len(primary)]) and (primary or placement is not None):
+            self._stats.commits_ok += 1
+        else:
+            self._stats.commits_failed += 1
+            log.error("commit binlog of txn %d was not written; see the errors above", start_ts)
+
+    async def _commit_to(self, pump: Pump, payload: bytes, start_ts: int, persistent: bool) -> bool:
+        """Write to ``pump`` until it works; a non-persistent target is given up
+        once it stops being usable."""
+        started = self._clock.now()
+        while True:
+            try:
+                await pump.write(payload)
+                return True
+            except RpcFailure as e:
+                failure = e
+            self._pumps.check_usable()
+            gone = not self._pumps.is_current(pump)
+            expired = self._clock.now() - started > self._commit_timeout
+            if (
+                not failure.retriable
+                or gone
+                or expired
+                or (not persistent and not self._pumps.usable(pump))
+            ):
+                log.error(
+                    "write commit binlog of txn %d to pump %s failed: %s",
+                    start_ts,
+                    pump.node_id,
+                    failure,
+                )
+                return False
+            self._stats.retries += 1
+            await self._clock.sleep(self._retry_interval * 10)

@@ -1,0 +1,63 @@
+"""Typed service settings: frozen dataclasses loaded from defaults, TOML, environment and flags.
+
+Declare settings with ``setting()`` (leaf), ``group()`` (``[table]``) and ``tables()``
+(``[[array]]``); load them with ``load(cls, argv, env, env_prefix)``; print the effective
+configuration with ``dump(settings)``. A settings dataclass may define
+``validate(self) -> Iterable[tuple[str, str]]`` yielding ``(toml_key, message)`` for cross-field
+problems; they are reported together with parse problems in one ``SettingsError``.
+
+The helpers only fill ``dataclasses.field`` metadata; the plain form works too:
+``storage: StorageSettings = field(default_factory=StorageSettings, metadata={"help": "..."})``,
+``gc: float = field(default=604800.0, metadata={"help": "...", "kind": DAYS_OR_DURATION})``
+(metadata keys: help, toml, env, flag, kind, secret). Ruff's RUF009 does not know ``group()``;
+list it in ``lint.flake8-bugbear.extend-immutable-calls`` or use the plain form.
+"""
+
+from tributary.settings.dump import dump
+from tributary.settings.errors import Problem, SettingsError
+from tributary.settings.flags import build_parser
+from tributary.settings.kinds import (
+    BOOL,
+    BYTE_SIZE,
+    DAYS_OR_DURATION,
+    DURATION,
+    FLOAT,
+    HOST_PORT,
+    INT,
+    INT_LIST,
+    STR,
+    STR_LIST,
+    URL_LIST,
+    Kind,
+    choice,
+)
+from tributary.settings.loader import load
+from tributary.settings.model import group, setting, tables
+from tributary.settings.parsers import split_host_port
+from tributary.settings.security import SecuritySettings
+
+__all__ = [
+    "BOOL",
+    "BYTE_SIZE",
+    "DAYS_OR_DURATION",
+    "DURATION",
+    "FLOAT",
+    "HOST_PORT",
+    "INT",
+    "INT_LIST",
+    "STR",
+    "STR_LIST",
+    "URL_LIST",
+    "Kind",
+    "Problem",
+    "SecuritySettings",
+    "SettingsError",
+    "build_parser",
+    "choice",
+    "dump",
+    "group",
+    "load",
+    "setting",
+    "split_host_port",
+    "tables",
+]

@@ -1,0 +1,76 @@
+"""Sink implementations by URL scheme: ``open_sink("sqlite:///var/lib/tributary.db", options)``.
+
+* ``sqlite://PATH``: the file ``PATH`` (``sqlite:///abs/x.db`` is ``/abs/x.db``,
+  ``sqlite://x.db`` is ``x.db`` relative to the working directory, ``sqlite://:memory:``).
+* ``blackhole://``: counts and drops.
+* ``print://``: one line per row change and DDL on stdout.
+* ``mysql://USER:PASSWORD@HOST:PORT/?consistent=true&worker-count=16``: MySQL, MariaDB or
+  TiDB (``sinks.mysql`` lists the options).
+* ``file:///DIR?segment-size=512MiB&retention-time=7``: tidb-binlog's binlog files of
+  ``pb_binlog`` records, readable by ``reparo`` (``sinks.file``).
+* ``pump://ETCD_HOST:PORT[,HOST:PORT]/?name=X&cluster-id=N``: binlogs into a pump cluster, as
+  TiDB writes them, for a drainer to read (``sinks.pump``).
+
+The sink is closed when the context ends, whatever happened inside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from urllib.parse import SplitResult, urlsplit
+
+from tributary.sinks import file, mysql, pump
+from tributary.sinks.blackhole import BlackholeSink
+from tributary.sinks.model import Sink, SinkError, SinkOptions
+from tributary.sinks.printer import PrintSink
+from tributary.sinks.sqlite import SqliteSink
+from tributary.sinks.urls import redact
+
+Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]
+
+
+async def _sqlite(url: SplitResult, options: SinkOptions) -> Sink:
+    path = url.netloc + url.path
+    if not path:
+        raise SinkError(f"sqlite sink URL has no path: {url.geturl()!r}")
+    return await SqliteSink.open(path, cluster_id=options.cluster_id, safe_mode=options.safe_mode)
+
+
+async def _blackhole(url: SplitResult, options: SinkOptions) -> Sink:
+    return BlackholeSink(safe_mode=options.safe_mode)
+
+
+async def _print(url: SplitResult, options: SinkOptions) -> Sink:
+    return PrintSink(safe_mode=options.safe_mode)
+
+
+__all__ = ["OPENERS", "SinkOptions", "open_sink", "redact", "scheme_of"]
+
+OPENERS: dict[str, Opener] = {
+    "sqlite": _sqlite,
+    "blackhole": _blackhole,
+    "print": _print,
+    "file": file.open_url,
+    "mysql": mysql.open_url,
+    "pump": pump.open_url,
+}
+
+
+def scheme_of(url: str) -> str:
+    return urlsplit(url).scheme.lower()
+
+
+@asynccontextmanager
+async def open_sink(url: str, options: SinkOptions) -> AsyncIterator[Sink]:
+    """Open the sink ``url`` names; unknown schemes are a SinkError listing the known ones."""
+    parts = urlsplit(url)
+    opener = OPENERS.get(parts.scheme.lower())
+    if opener is None:
+        known = ", ".join(f"{s}://" for s in sorted(OPENERS))
+        raise SinkError(f"unknown sink {url!r}: the known schemes are {known}")
+    sink = await opener(parts, options)
+    try:
+        yield sink
+    finally:
+        await sink.close()

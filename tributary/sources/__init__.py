@@ -1,0 +1,1 @@
+"""Change sources: readers of an upstream's change log into whole transactions."""

@@ -1,0 +1,28 @@
+"""Runtime pieces every service shares: logging, metrics, the ops HTTP server and TLS.
+
+Modules: ``telemetry.logs`` (formatters, ``ContextAdapter``, ``configure_logging``),
+``telemetry.metrics`` (``Metrics`` base on a per-service registry, ``render``),
+``telemetry.http`` (``OpsServer``, JSON helpers), ``telemetry.tls`` (SSL contexts from
+``SecuritySettings``, CN checks) and ``telemetry.grpcauth`` (CN enforcement for grpclib).
+"""
+
+from tributary.telemetry.logs import ContextAdapter, JsonFormatter, TextFormatter, configure_logging
+from tributary.telemetry.metrics import (
+    CONTENT_TYPE,
+    ExactNameCounter,
+    Metrics,
+    exponential_buckets,
+    render,
+)
+
+__all__ = [
+    "CONTENT_TYPE",
+    "ContextAdapter",
+    "ExactNameCounter",
+    "JsonFormatter",
+    "Metrics",
+    "TextFormatter",
+    "configure_logging",
+    "exponential_buckets",
+    "render",
+]

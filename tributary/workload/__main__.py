@@ -1,0 +1,6 @@
+"""``python -m workload``."""
+
+from tributary.workload.cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

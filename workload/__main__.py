@@ -1,6 +1,0 @@
-"""``python -m workload``."""
-
-from workload.cli import main
-
-if __name__ == "__main__":
-    raise SystemExit(main())
