@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,lint,type,proto]' tox
+	$(BIN)/pip install -q -e '.[dev]' tox
 	touch $(STAMP)
 
 demo: $(STAMP)

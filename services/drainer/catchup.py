@@ -39,13 +39,16 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from services.drainer.catchup_job import JobRunner, JobSpec, retriable_exit, run_job
 from services.drainer.errors import DrainerError
 from tributary.sinks.model import Txn
-from tributary.staging import RangeInfo, StagingWriter
+from tributary.staging import RangeInfo
 from tributary.wire.ts import physical_ms
+
+if TYPE_CHECKING:
+    from tributary.staging.writer import StagingWriter
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +202,8 @@ class CatchUp:
         """Stage ``first`` and what ``next_txn(idle)`` gives (None: idle) until the range ends."""
         self.phase, self.start_ts, self.end_ts = Phase.STAGING, start_ts, start_ts
         directory = self.settings.job.staging
+        from tributary.staging.writer import StagingWriter  # pyarrow: only when a range is staged
+
         writer = await asyncio.to_thread(StagingWriter, directory, start_ts)
         consumed, reason = 0, ""
         txn: Txn | None = first

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -35,7 +34,6 @@ def tso_process(etcd: EtcdProcess, port: int, log: Path) -> Iterator[subprocess.
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip
     try:
         yield proc
