@@ -10,6 +10,7 @@ pump's and drainer's composition roots must load without the optional extras.
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -32,15 +33,20 @@ SCRIPTS = (
     "binlog-cdc",
 )
 
+_NOT_SOURCES = (".git", ".venv", ".tox", "build", "*.egg-info", "__pycache__", "*-data", "data*")
+
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # a copy of the tree, so setuptools' build/ and egg-info never land in the checkout
+    src = tmp_path_factory.mktemp("src") / "tributary"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(*_NOT_SOURCES))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         "-w", str(out), str(REPO)],
+         "-w", str(out), str(src)],
         check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     (built,) = out.glob("tributary-*.whl")
