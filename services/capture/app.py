@@ -21,12 +21,12 @@ from services.capture.capture import Capture
 from services.capture.config import CaptureConfig
 from services.capture.feeds import Feeds
 from services.capture.http import routes
-from services.capture.keys import Keys
 from services.capture.metrics import CaptureMetrics
-from services.capture.model import CaptureInfo
 from services.capture.processor import Processor, SinkOpener
 from services.capture.source import ChangeSource
 from services.capture.state import FeedView
+from tributary.cdc.keys import Keys
+from tributary.cdc.model import CaptureInfo
 from tributary.coord.etcd import EtcdKv
 from tributary.settings import split_host_port
 from tributary.sinks.registry import open_sink

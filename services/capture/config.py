@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from services.capture.keys import valid_id
+from tributary.cdc.keys import valid_id
 from tributary.settings import (
     DURATION,
     HOST_PORT,

@@ -27,7 +27,6 @@ from grpclib.server import Server
 
 from services.pump import lifecycle
 from services.pump.api import PumpApi, PumpBatchApi, PumpStatsApi
-from services.pump.config import PumpConfig
 from services.pump.http import routes
 from services.pump.intake import Intake
 from services.pump.metrics import PumpMetrics
@@ -35,6 +34,7 @@ from services.pump.offline import check_marker, write_marker
 from services.pump.pullwire import PullCodec
 from services.pump.state import Action, PumpState
 from services.pump.storage import RollbackResolver, Storage, StorageSettings, wall_clock_ts
+from tributary.config.pump import PumpConfig
 from tributary.coord.cluster_id import ensure_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.registry.heartbeat import Heartbeat

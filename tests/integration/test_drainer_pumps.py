@@ -17,11 +17,11 @@ import pytest
 
 from services.drainer.app import Started, serve
 from services.drainer.checkpoint import FileCheckpoint
-from services.drainer.config import DrainerConfig
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import RunningPump, pump_config, running_pump
 from tests.support.stubs import commit, prewrite, pump_stub, write
 from tests.unit.test_pumpclient_peer import eventually
+from tributary.config.drainer import DrainerConfig
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv
 from tributary.ddlhistory import Action, DbInfo, KvDdlHistory

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from services.pump.app import Started, serve
-from services.pump.config import PumpConfig, StorageConfig
 from tests.support.net import free_port
+from tributary.config.pump import PumpConfig, StorageConfig
 from tributary.registry.status import NodeState
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from services.drainer.cli import main
-from services.drainer.config import DrainerConfig
 from services.drainer.errors import MalformedPayload
 from services.drainer.item import PulledBinlogItem
 from services.drainer.puller import to_item
 from services.drainer.state import Action, DrainerState, StateError
+from tributary.config.drainer import DrainerConfig
 from tributary.registry.status import NodeState
 from tributary.settings import SettingsError, load
 from tributary.sinks.registry import redact

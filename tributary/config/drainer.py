@@ -15,10 +15,8 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote
 
-from services.drainer.catchup_job import K8S_STOP_GRACE, JobSpec, KubernetesJob
 from tributary.settings import (
     DURATION,
     HOST_PORT,
@@ -103,22 +101,6 @@ class KubernetesCatchUpConfig:
     def driver_host(self) -> str:
         return self.pod_ip or os.environ.get("POD_IP", "")
 
-    def job(self) -> KubernetesJob:
-        return KubernetesJob(
-            self.namespace,
-            self.image,
-            self.driver_pod(),
-            self.driver_host(),
-            service_account=self.service_account,
-            staging_claim=self.staging_claim,
-            staging_mount=self.staging_mount,
-            executors=self.executors,
-            executor_cores=self.executor_cores,
-            executor_memory=self.executor_memory,
-            ca_file=self.ca_file,
-            token_file=self.token_file,
-        )
-
     def problems(self) -> Iterator[tuple[str, str]]:
         """What is wrong for a k8s catch-up (keys relative to ``[syncer.catchup]``)."""
         for key, value in (
@@ -183,19 +165,6 @@ class CatchUpConfig:
     kubernetes: KubernetesCatchUpConfig = group(
         KubernetesCatchUpConfig, "the job on Spark-on-Kubernetes (client mode)"
     )
-
-    def job_spec(self, staging: Path, sink_url: str) -> JobSpec:
-        """The job: local (``master``) or, with ``[kubernetes] enabled``, on Kubernetes."""
-        k8s = self.kubernetes
-        return JobSpec(
-            staging,
-            sink_url,
-            master=k8s.master if k8s.enabled else self.master,
-            partitions=self.partitions,
-            driver_memory=self.driver_memory,
-            kubernetes=k8s.job() if k8s.enabled else None,
-            stop_grace=K8S_STOP_GRACE if k8s.enabled else 0.0,
-        )
 
     def validate(self) -> Iterator[tuple[str, str]]:
         if not self.enabled:
