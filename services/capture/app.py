@@ -63,7 +63,7 @@ async def serve(
     upstream_id = 0
     if source is None:
         source, upstream_id = _mysql_source(cfg.upstream)
-    host, port = split_host_port(cfg.addr)
+    host, port = split_host_port(cfg.listen.addr)
     async with AsyncExitStack() as stack:
         kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.etcd)))
         feeds = Feeds(kv, keys, source, upstream_id)
@@ -82,7 +82,7 @@ async def serve(
         )
         http_port = await ops.start()
         stack.push_async_callback(ops.close)
-        advertise = cfg.advertise_addr or f"{host}:{http_port}"
+        advertise = cfg.listen.advertise_addr or f"{host}:{http_port}"
         info = CaptureInfo(
             capture_id, advertise, deploy_path=os.getcwd(), start_timestamp=int(time.time())
         )

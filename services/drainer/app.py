@@ -143,7 +143,9 @@ async def serve(
     (``paused`` or ``offline``).
     """
     data_dir = Path(cfg.data_dir)
-    async with claim_node(data_dir, cfg.addr, cfg.advertise_addr, cfg.node_id) as node:
+    async with claim_node(
+        data_dir, cfg.listen.addr, cfg.listen.advertise_addr, cfg.node_id
+    ) as node:
         node_id, sock, advertise = node.node_id, node.sock, node.advertise
         ctx = ContextAdapter(log, {"node_id": node_id})
         async with AsyncExitStack() as stack:
@@ -341,7 +343,7 @@ async def _serve_edges(
     await server.start(sock=sock, ssl=server_context(cfg.security))
     stack.callback(server.close)
     ops = OpsServer(
-        *status_addr(cfg.addr, cfg.status_addr),
+        *status_addr(cfg.listen.addr, cfg.status_addr),
         routes=routes(
             d.node_id,
             d.state,

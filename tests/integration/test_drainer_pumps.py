@@ -29,6 +29,7 @@ from tributary.ddlhistory.build import ddl_job, table_info
 from tributary.pumpclient import PumpsClient
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import ROOT, NodeKind, NodeState, NodeStatus
+from tributary.settings import ListenSettings
 from tributary.sinks.model import Txn
 from tributary.tidbcodec import IntDatum, encode_inserted_row
 from tributary.tidbcodec import mysqltypes as mt
@@ -100,7 +101,7 @@ class RecordingSink:
 def drainer_config(data_dir: Path, etcd_endpoint: str, **overrides: Any) -> DrainerConfig:
     return dataclasses.replace(
         DrainerConfig(),
-        addr="127.0.0.1:0",
+        listen=ListenSettings("127.0.0.1:0"),
         data_dir=str(data_dir),
         pd_urls=(etcd_endpoint,),
         checkpoint_interval=0.3,

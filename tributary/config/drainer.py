@@ -23,6 +23,8 @@ from tributary.settings import (
     INT_LIST,
     STR_LIST,
     URL_LIST,
+    ListenSettings,
+    LogSettings,
     SecuritySettings,
     choice,
     group,
@@ -269,9 +271,11 @@ class SyncerConfig:
 class DrainerConfig:
     """Everything ``binlog-drainer`` can be told."""
 
-    addr: str = setting("127.0.0.1:8249", "gRPC listen address (host:port)", kind=HOST_PORT)
-    advertise_addr: str = setting(
-        "", "address pumps use to reach this drainer (default: addr)", kind=HOST_PORT
+    listen: ListenSettings = group(
+        ListenSettings,
+        "the gRPC listen address",
+        inline=True,
+        default=ListenSettings("127.0.0.1:8249"),
     )
     status_addr: str = setting(
         "",
@@ -301,23 +305,12 @@ class DrainerConfig:
     checkpoint_interval: float = setting(
         3.0, "seconds between two checkpoint saves (and one at shutdown)", kind=DURATION
     )
-    log_level: str = setting(
-        "info",
-        "log level",
-        kind=choice("debug", "info", "warn", "warning", "error"),
-        flag=("-L", "--log-level"),
-    )
-    log_format: str = setting("text", "log format", kind=choice("text", "json"))
-    log_file: str = setting("", "log file (default: stderr)")
+    log: LogSettings = group(LogSettings, "logging", inline=True)
     syncer: SyncerConfig = group(SyncerConfig, "the sink")
     security: SecuritySettings = group(SecuritySettings, "TLS for gRPC and HTTP")
 
-    @property
-    def advertise(self) -> str:
-        return self.advertise_addr or self.addr
-
     def validate(self) -> Iterator[tuple[str, str]]:
-        host = self.advertise.rsplit(":", 1)[0]
+        host = self.listen.advertise.rsplit(":", 1)[0]
         if host in ("0.0.0.0", "::", "[::]"):
             yield "advertise-addr", "must be an address pumps can reach, not a wildcard"
         if self.compressor:
