@@ -3,8 +3,8 @@ records in etcd.
 
 The captures the operator runs use the cdc cluster id ``configs.CAPTURE_CLUSTER_ID`` (passed as
 ``--cluster-id``), so their changefeeds live under ``/tidb/cdc/<cluster-id>/<namespace>/changefeed/
-info|status/<id>`` (``services.capture.keys``), as ``ChangeFeedInfo``/``ChangeFeedStatus`` JSON
-(``services.capture.model``). Invariants: one entry per changefeed info record, in (namespace,
+info|status/<id>`` (``tributary.cdc.keys``), as ``ChangeFeedInfo``/``ChangeFeedStatus`` JSON
+(``tributary.cdc.model``). Invariants: one entry per changefeed info record, in (namespace,
 id) order; a status record without an info record is ignored (the changefeed is being removed);
 a record that cannot be read becomes an entry with state ``unknown`` and the reason in
 ``error``, so one bad record never hides the others; sink passwords are never shown.
@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from services.capture.errors import BadRecord
-from services.capture.keys import FeedId, KeyKind, Keys
-from services.capture.model import ChangeFeedInfo, ChangeFeedStatus
+from tributary.cdc.errors import BadRecord
+from tributary.cdc.keys import FeedId, KeyKind, Keys
+from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus
 from tributary.coord.kv import KeyValue, Kv
 from tributary.sinks.urls import redact
 from tributary.wire.ts import physical_ms

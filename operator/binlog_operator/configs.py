@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from binlog_operator.spec import ClusterSpec, DrainerSpec, SpecError
-from services.drainer.config import DrainerConfig
-from services.pump.config import PumpConfig
+from tributary.config.drainer import DrainerConfig
+from tributary.config.pump import PumpConfig
 from tributary.settings import SettingsError, load
 from tributary.settings.dump import toml_literal
 

@@ -32,7 +32,7 @@ from binlog_operator.configs import (
 )
 from binlog_operator.objects import Obj, Pod, config_map, service, stateful_set
 from binlog_operator.spec import ClusterSpec, DrainerSpec
-from services.spark.k8s import IMAGE_UID
+from tributary.image import IMAGE_UID
 
 PUMP_CLAIM_RETENTION = {"whenDeleted": "Retain", "whenScaled": "Delete"}
 """A pump removed by a scale-down is offline (its binlogs consumed) and its volume holds the

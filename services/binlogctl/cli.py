@@ -18,7 +18,7 @@ from services.binlogctl.config import CtlConfig, split_command
 from services.binlogctl.errors import CtlError, singular
 from services.binlogctl.render import render, update_warning
 from tributary.settings import SettingsError, load
-from tributary.telemetry import configure_logging
+from tributary.telemetry import configure_logging_from
 
 log = logging.getLogger("services.binlogctl")
 
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else 0
-    configure_logging(cfg.log_level)
+    configure_logging_from(cfg.log)
     command = cfg.command
     if command.verb == "update" and command.kind is not None:
         _err(update_warning(command.value, singular(command.kind)))

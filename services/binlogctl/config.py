@@ -19,10 +19,12 @@ from tributary.settings import (
     HOST_PORT,
     URL_LIST,
     Kind,
+    LogSettings,
     Problem,
     SecuritySettings,
     SettingsError,
     choice,
+    group,
     setting,
 )
 from tributary.settings.model import spec_tree
@@ -124,12 +126,7 @@ class CtlConfig:
         "", "client certificate (PEM) for TLS", flag=("--ssl-cert", "-ssl-cert")
     )
     ssl_key: str = setting("", "client private key (PEM) for TLS", flag=("--ssl-key", "-ssl-key"))
-    log_level: str = setting(
-        "warn",
-        "log level of diagnostics on stderr",
-        kind=choice("debug", "info", "warn", "warning", "error"),
-        flag=("-L", "--log-level"),
-    )
+    log: LogSettings = group(LogSettings, "logging", inline=True, default=LogSettings(level="warn"))
 
     @property
     def command(self) -> Command:

@@ -21,12 +21,12 @@ from services.capture.capture import Capture
 from services.capture.config import CaptureConfig
 from services.capture.feeds import Feeds
 from services.capture.http import routes
-from services.capture.keys import Keys
 from services.capture.metrics import CaptureMetrics
-from services.capture.model import CaptureInfo
 from services.capture.processor import Processor, SinkOpener
 from services.capture.source import ChangeSource
 from services.capture.state import FeedView
+from tributary.cdc.keys import Keys
+from tributary.cdc.model import CaptureInfo
 from tributary.coord.etcd import EtcdKv
 from tributary.settings import split_host_port
 from tributary.sinks.registry import open_sink
@@ -63,7 +63,7 @@ async def serve(
     upstream_id = 0
     if source is None:
         source, upstream_id = _mysql_source(cfg.upstream)
-    host, port = split_host_port(cfg.addr)
+    host, port = split_host_port(cfg.listen.addr)
     async with AsyncExitStack() as stack:
         kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.etcd)))
         feeds = Feeds(kv, keys, source, upstream_id)
@@ -82,7 +82,7 @@ async def serve(
         )
         http_port = await ops.start()
         stack.push_async_callback(ops.close)
-        advertise = cfg.advertise_addr or f"{host}:{http_port}"
+        advertise = cfg.listen.advertise_addr or f"{host}:{http_port}"
         info = CaptureInfo(
             capture_id, advertise, deploy_path=os.getcwd(), start_timestamp=int(time.time())
         )

@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable
 
 from services.capture.errors import NotOwner
-from services.capture.keys import Keys
 from services.capture.manager import ProcessorFactory, ProcessorManager
-from services.capture.model import CaptureInfo
 from services.capture.owner import Owner
 from services.capture.worker import EtcdWorker
+from tributary.cdc.keys import Keys
+from tributary.cdc.model import CaptureInfo
 from tributary.coord.election import Election, ElectionLost
 from tributary.coord.kv import Kv, KvError, Lease
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from services.capture.keys import valid_id
+from tributary.cdc.keys import valid_id
 from tributary.settings import (
     DURATION,
-    HOST_PORT,
     URL_LIST,
+    ListenSettings,
+    LogSettings,
     SecuritySettings,
-    choice,
     group,
     setting,
 )
@@ -23,9 +23,11 @@ from tributary.settings import (
 class CaptureConfig:
     """Everything ``binlog-cdc server`` can be told."""
 
-    addr: str = setting("127.0.0.1:8300", "HTTP API listen address (host:port)", kind=HOST_PORT)
-    advertise_addr: str = setting(
-        "", "address other captures and clients use for this one (default: addr)", kind=HOST_PORT
+    listen: ListenSettings = group(
+        ListenSettings,
+        "the HTTP API listen address",
+        inline=True,
+        default=ListenSettings("127.0.0.1:8300"),
     )
     etcd: tuple[str, ...] = setting(
         ("http://127.0.0.1:2379",),
@@ -52,19 +54,8 @@ class CaptureConfig:
     checkpoint_interval: float = setting(
         1.0, "seconds between two checkpoint writes of a changefeed's status", kind=DURATION
     )
-    log_level: str = setting(
-        "info",
-        "log level",
-        kind=choice("debug", "info", "warn", "warning", "error"),
-        flag=("-L", "--log-level"),
-    )
-    log_format: str = setting("text", "log format", kind=choice("text", "json"))
-    log_file: str = setting("", "log file (default: stderr)")
+    log: LogSettings = group(LogSettings, "logging", inline=True)
     security: SecuritySettings = group(SecuritySettings, "TLS for the HTTP API")
-
-    @property
-    def advertise(self) -> str:
-        return self.advertise_addr or self.addr
 
     def validate(self) -> Iterator[tuple[str, str]]:
         if not self.upstream:

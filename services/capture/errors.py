@@ -1,4 +1,4 @@
-"""The capture cluster's error root.
+"""The capture service's errors, beneath the capture cluster's root (``tributary.cdc.errors``).
 
 Every error this package raises on purpose is a ``CaptureError`` with ``retriable`` saying
 whether trying again may help; errors from etcd, sinks and the source are mapped at the
@@ -7,20 +7,7 @@ boundary (``raise ... from e``), never classified by their message text.
 
 from __future__ import annotations
 
-
-class CaptureError(Exception):
-    """Something in the capture cluster failed."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
-
-
-class BadRecord(CaptureError):
-    """A JSON record in etcd (or a request) that cannot be read."""
+from tributary.cdc.errors import CaptureError
 
 
 class FeedNotFound(CaptureError):

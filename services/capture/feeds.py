@@ -18,8 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from services.capture.errors import BadRequest, FeedExists, FeedNotFound
-from services.capture.keys import FeedId, KeyKind, Keys, valid_id
-from services.capture.model import (
+from services.capture.rules import table_filter
+from services.capture.source import ChangeSource
+from services.capture.state import ClusterState, Mirror
+from services.capture.worker import Patch, PatchGroup, PatchResult, update
+from tributary.cdc.keys import FeedId, KeyKind, Keys, valid_id
+from tributary.cdc.model import (
     AdminJob,
     ChangeFeedInfo,
     ChangeFeedStatus,
@@ -27,10 +31,6 @@ from services.capture.model import (
     ReplicaConfig,
     now_text,
 )
-from services.capture.rules import table_filter
-from services.capture.source import ChangeSource
-from services.capture.state import ClusterState, Mirror
-from services.capture.worker import Patch, PatchGroup, PatchResult, update
 from tributary.coord.kv import Kv
 from tributary.sinks.registry import OPENERS, scheme_of
 from tributary.wire.ts import from_seconds

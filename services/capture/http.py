@@ -17,11 +17,12 @@ from typing import Any
 
 from aiohttp import web
 
-from services.capture.errors import BadRequest, CaptureError, FeedExists, FeedNotFound
+from services.capture.errors import BadRequest, FeedExists, FeedNotFound
 from services.capture.feeds import CreateRequest, Feeds, UpdateRequest
-from services.capture.keys import DEFAULT_NAMESPACE, FeedId
-from services.capture.model import VERSION, ReplicaConfig
 from services.capture.present import feed_detail, feed_summary
+from tributary.cdc.errors import CaptureError
+from tributary.cdc.keys import DEFAULT_NAMESPACE, FeedId
+from tributary.cdc.model import VERSION, ReplicaConfig
 from tributary.coord.kv import Compare, CompareOp, Delete, KvError
 from tributary.telemetry.http import ApiError, json_response, read_json
 

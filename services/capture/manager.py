@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from services.capture.keys import FeedId, Keys
-from services.capture.model import ChangeFeedStatus, TaskPosition
 from services.capture.processor import Processor
 from services.capture.state import ClusterState, FeedView
 from services.capture.worker import UNCHANGED, Patch, PatchGroup, PatchResult
+from tributary.cdc.keys import FeedId, Keys
+from tributary.cdc.model import ChangeFeedStatus, TaskPosition
 
 log = logging.getLogger(__name__)
 

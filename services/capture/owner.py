@@ -25,10 +25,10 @@ from collections import Counter
 from collections.abc import Sequence
 
 from services.capture.errors import NotOwner
-from services.capture.keys import Keys
-from services.capture.model import AdminJob, ChangeFeedInfo, FeedState, TaskPosition
 from services.capture.state import ClusterState, FeedView
 from services.capture.worker import Patch, PatchFn, PatchGroup, PatchResult
+from tributary.cdc.keys import Keys
+from tributary.cdc.model import AdminJob, ChangeFeedInfo, FeedState, TaskPosition
 
 log = logging.getLogger(__name__)
 

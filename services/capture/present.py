@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from services.capture.model import ChangeFeedInfo, ChangeFeedStatus, ReplicaConfig, RunningError
+from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, ReplicaConfig, RunningError
 from tributary.wire.ts import physical_ms
 
 

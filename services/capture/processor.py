@@ -28,11 +28,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from services.capture.errors import CaptureError
-from services.capture.keys import FeedId
-from services.capture.model import ChangeFeedInfo, ChangeFeedStatus, RunningError, now_text
 from services.capture.rules import table_filter
 from services.capture.source import ChangeSource, SourceItem
+from tributary.cdc.errors import CaptureError
+from tributary.cdc.keys import FeedId
+from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, RunningError, now_text
 from tributary.sinks.model import Sink, SinkError, SinkOptions, Txn
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from services.capture.errors import CaptureError
+from tributary.cdc.errors import CaptureError
 from tributary.sinks.filter import TableFilter
 from tributary.sinks.model import Txn
 

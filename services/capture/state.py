@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from services.capture.errors import BadRecord
-from services.capture.keys import FeedId, KeyKind, Keys
-from services.capture.model import CaptureInfo, ChangeFeedInfo, ChangeFeedStatus, TaskPosition
+from tributary.cdc.errors import BadRecord
+from tributary.cdc.keys import FeedId, KeyKind, Keys
+from tributary.cdc.model import CaptureInfo, ChangeFeedInfo, ChangeFeedStatus, TaskPosition
 from tributary.coord.kv import KeyValue, WatchEvent, WatchEventKind
 
 log = logging.getLogger(__name__)

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from services.capture.errors import Conflict
-from services.capture.keys import Keys
 from services.capture.state import ClusterState, Entry, Mirror
+from tributary.cdc.keys import Keys
 from tributary.coord.kv import Compare, CompareOp, Delete, Kv, KvError, Put, TxnResult
 
 log = logging.getLogger(__name__)

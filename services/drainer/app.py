@@ -33,9 +33,9 @@ from grpclib.server import Server
 from services.drainer.api import CisternApi
 from services.drainer.backlog import PumpBacklog, grpc_asker
 from services.drainer.catchup import CatchUp, CatchUpSettings
+from services.drainer.catchup_job import job_spec
 from services.drainer.checkpoint import FileCheckpoint, start_ts
 from services.drainer.collector import Collector
-from services.drainer.config import DrainerConfig
 from services.drainer.convert import Converter
 from services.drainer.errors import DrainerError, SinkError
 from services.drainer.feed import Inbox, MergeFeed
@@ -47,6 +47,7 @@ from services.drainer.progress import Checkpointer
 from services.drainer.puller import Puller
 from services.drainer.state import DrainerState
 from services.drainer.syncer import Syncer
+from tributary.config.drainer import DrainerConfig
 from tributary.coord.cluster_id import ensure_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv, KvError
@@ -142,7 +143,9 @@ async def serve(
     (``paused`` or ``offline``).
     """
     data_dir = Path(cfg.data_dir)
-    async with claim_node(data_dir, cfg.addr, cfg.advertise_addr, cfg.node_id) as node:
+    async with claim_node(
+        data_dir, cfg.listen.addr, cfg.listen.advertise_addr, cfg.node_id
+    ) as node:
         node_id, sock, advertise = node.node_id, node.sock, node.advertise
         ctx = ContextAdapter(log, {"node_id": node_id})
         async with AsyncExitStack() as stack:
@@ -200,7 +203,7 @@ def make_catchup(cfg: DrainerConfig) -> CatchUp | None:
     c = cfg.syncer.catchup
     if not c.enabled:
         return None
-    job = c.job_spec(Path(cfg.catchup_staging()).absolute(), cfg.syncer.sink_url(cfg.data_dir))
+    job = job_spec(c, Path(cfg.catchup_staging()).absolute(), cfg.syncer.sink_url(cfg.data_dir))
     return CatchUp(
         CatchUpSettings(
             job,
@@ -340,7 +343,7 @@ async def _serve_edges(
     await server.start(sock=sock, ssl=server_context(cfg.security))
     stack.callback(server.close)
     ops = OpsServer(
-        *status_addr(cfg.addr, cfg.status_addr),
+        *status_addr(cfg.listen.addr, cfg.status_addr),
         routes=routes(
             d.node_id,
             d.state,

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from tributary.config.drainer import CatchUpConfig, KubernetesCatchUpConfig
+
 log = logging.getLogger(__name__)
 
 SINK_ENV = "CATCHUP_SINK_URL"  # services.spark.catchup reads the sink URL from it
@@ -102,6 +104,39 @@ class JobSpec:
     @property
     def log_path(self) -> Path:
         return self.staging.with_name(self.staging.name + "-job.log")
+
+
+def kubernetes_job(k8s: KubernetesCatchUpConfig) -> KubernetesJob:
+    """The k8s job ``[syncer.catchup.kubernetes]`` describes, its driver this pod."""
+    return KubernetesJob(
+        k8s.namespace,
+        k8s.image,
+        k8s.driver_pod(),
+        k8s.driver_host(),
+        service_account=k8s.service_account,
+        staging_claim=k8s.staging_claim,
+        staging_mount=k8s.staging_mount,
+        executors=k8s.executors,
+        executor_cores=k8s.executor_cores,
+        executor_memory=k8s.executor_memory,
+        ca_file=k8s.ca_file,
+        token_file=k8s.token_file,
+    )
+
+
+def job_spec(c: CatchUpConfig, staging: Path, sink_url: str) -> JobSpec:
+    """The job ``[syncer.catchup]`` describes: local (``master``) or, with ``[kubernetes]
+    enabled``, on Kubernetes."""
+    k8s = c.kubernetes
+    return JobSpec(
+        staging,
+        sink_url,
+        master=k8s.master if k8s.enabled else c.master,
+        partitions=c.partitions,
+        driver_memory=c.driver_memory,
+        kubernetes=kubernetes_job(k8s) if k8s.enabled else None,
+        stop_grace=K8S_STOP_GRACE if k8s.enabled else 0.0,
+    )
 
 
 def retriable_exit(code: int) -> bool:

@@ -11,7 +11,7 @@ import gc
 from collections.abc import Sequence
 
 from services.drainer.app import serve
-from services.drainer.config import DrainerConfig
+from tributary.config.drainer import DrainerConfig
 from tributary.servicekit.main import run_service
 
 # The drainer makes and drops millions of short-lived row objects and almost no reference cycles:

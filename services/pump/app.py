@@ -27,7 +27,6 @@ from grpclib.server import Server
 
 from services.pump import lifecycle
 from services.pump.api import PumpApi, PumpBatchApi, PumpStatsApi
-from services.pump.config import PumpConfig
 from services.pump.http import routes
 from services.pump.intake import Intake
 from services.pump.metrics import PumpMetrics
@@ -35,6 +34,7 @@ from services.pump.offline import check_marker, write_marker
 from services.pump.pullwire import PullCodec
 from services.pump.state import Action, PumpState
 from services.pump.storage import RollbackResolver, Storage, StorageSettings, wall_clock_ts
+from tributary.config.pump import PumpConfig
 from tributary.coord.cluster_id import ensure_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.registry.heartbeat import Heartbeat
@@ -187,7 +187,9 @@ async def serve(
     Returns the state recorded at exit (``paused`` or ``offline``).
     """
     data_dir = Path(cfg.data_dir)
-    async with claim_node(data_dir, cfg.addr, cfg.advertise_addr, cfg.node_id) as node:
+    async with claim_node(
+        data_dir, cfg.listen.addr, cfg.listen.advertise_addr, cfg.node_id
+    ) as node:
         node_id, sock, grpc_port, advertise = (
             node.node_id,
             node.sock,
@@ -228,7 +230,7 @@ async def serve(
             await server.start(sock=sock, ssl=server_context(cfg.security))
             stack.callback(server.close)
             ops = OpsServer(
-                *status_addr(cfg.addr, cfg.status_addr),
+                *status_addr(cfg.listen.addr, cfg.status_addr),
                 routes=routes(node_id, state, registry, storage, wall_clock_ts, pump.trigger_gc),
                 registry=metrics.registry,
                 ready_fn=lambda: state.state is NodeState.ONLINE,
@@ -249,7 +251,7 @@ async def serve(
             state.settle(NodeState.ONLINE)
             ctx.info(
                 "serving gRPC on %s (advertised %s), HTTP on port %d, cluster %d",
-                cfg.addr,
+                cfg.listen.addr,
                 advertise,
                 http_port,
                 cluster_id,

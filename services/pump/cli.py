@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from services.pump.app import serve
-from services.pump.config import PumpConfig
+from tributary.config.pump import PumpConfig
 from tributary.servicekit.main import run_service
 
 

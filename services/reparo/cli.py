@@ -17,7 +17,7 @@ from services.reparo.app import run
 from services.reparo.config import ReparoConfig
 from tributary.settings import SettingsError, dump, load
 from tributary.sinks.model import SinkError
-from tributary.telemetry import configure_logging
+from tributary.telemetry import configure_logging_from
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +29,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as e:
         print(f"reparo: {e}", file=sys.stderr)
         return 2
-    configure_logging(
-        cfg.log_level, "json" if cfg.log_format == "json" else "text", cfg.log_file or None
-    )
+    configure_logging_from(cfg.log)
     log.debug("reparo effective configuration:\n%s", dump(cfg))
     try:
         asyncio.run(run(cfg))
     except SinkError as e:
         log.error("reparo failed: %s", e)
-        if cfg.log_file:  # the log is elsewhere: say it on stderr too
+        if cfg.log.file:  # the log is elsewhere: say it on stderr too
             print(f"reparo: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from tributary.settings import STR_LIST, Kind, choice, group, setting
+from tributary.settings import STR_LIST, Kind, LogSettings, choice, group, setting
 from tributary.settings.parsers import parse_str_list
 from tributary.sinks.filter import FilterError, TableFilter, parse_table
 from tributary.sinks.registry import OPENERS, scheme_of
@@ -102,14 +102,7 @@ class ReparoConfig:
     worker_count: int = setting(
         16, "downstream connections of a parallel MySQL destination", flag=("-c", "--worker-count")
     )
-    log_level: str = setting(
-        "info",
-        "log level",
-        kind=choice("debug", "info", "warn", "warning", "error"),
-        flag=("-L", "--log-level"),
-    )
-    log_format: str = setting("text", "log format", kind=choice("text", "json"))
-    log_file: str = setting("", "log file (default: stderr)")
+    log: LogSettings = group(LogSettings, "logging", inline=True)
     dest_db: DestDbConfig = group(DestDbConfig, "the MySQL destination of dest-type mysql")
 
     def destination(self) -> str:

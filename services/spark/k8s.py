@@ -25,11 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tributary.image import IMAGE_UID
+
 IMAGE_JAR = "/opt/tributary/jars/mariadb-java-client.jar"
 APP_ROOT = "/app"
 STAGING_MOUNT = "/staging"
 CONTAINER = "spark"
-IMAGE_UID = 10001  # the product image's user (Dockerfile: useradd --uid 10001)
 
 DRIVER_RBAC: list[dict[str, Any]] = [
     {

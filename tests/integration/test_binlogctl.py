@@ -25,6 +25,7 @@ from tests.support.pump import RunningPump, pump_config, running_pump
 from tributary.coord.etcd import EtcdKv
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.settings import ListenSettings
 from tributary.wire import ts as tso
 
 PUMP = NodeKind.PUMP
@@ -128,7 +129,9 @@ async def test_pause_pump_via_default_status_port(
     tmp_path: Path, etcd: EtcdProcess, capsys: pytest.CaptureFixture[str]
 ) -> None:
     port = free_port_pair()
-    cfg = dataclasses.replace(pump_config(tmp_path / "p", etcd.endpoint), addr=f"127.0.0.1:{port}")
+    cfg = dataclasses.replace(
+        pump_config(tmp_path / "p", etcd.endpoint), listen=ListenSettings(f"127.0.0.1:{port}")
+    )
     async with running_pump(cfg) as p:
         assert p.started.http_port == port + 1  # status-addr unset: gRPC port + 1
         node = p.started.node_id

@@ -21,6 +21,7 @@ from services.capture.config import CaptureConfig
 from tests.support.capture_fakes import FakeDownstream, FakeLog
 from tests.support.certs import Pki, make_pki
 from tests.support.etcd import EtcdProcess
+from tributary.settings import ListenSettings
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,10 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 async def capture(etcd: EtcdProcess, pki: Pki) -> AsyncIterator[int]:
     security = pki.server_security(allowed_cn=("ops",))
     cfg = CaptureConfig(
-        addr="127.0.0.1:0", etcd=(etcd.endpoint,), upstream="mysql://fake/", security=security
+        listen=ListenSettings("127.0.0.1:0"),
+        etcd=(etcd.endpoint,),
+        upstream="mysql://fake/",
+        security=security,
     )
     stop, up = asyncio.Event(), asyncio.get_running_loop().create_future()
     downstream = FakeDownstream()

@@ -17,11 +17,11 @@ import pytest
 
 from services.drainer.app import Started, serve
 from services.drainer.checkpoint import FileCheckpoint
-from services.drainer.config import DrainerConfig
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import RunningPump, pump_config, running_pump
 from tests.support.stubs import commit, prewrite, pump_stub, write
 from tests.unit.test_pumpclient_peer import eventually
+from tributary.config.drainer import DrainerConfig
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv
 from tributary.ddlhistory import Action, DbInfo, KvDdlHistory
@@ -29,6 +29,7 @@ from tributary.ddlhistory.build import ddl_job, table_info
 from tributary.pumpclient import PumpsClient
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import ROOT, NodeKind, NodeState, NodeStatus
+from tributary.settings import ListenSettings
 from tributary.sinks.model import Txn
 from tributary.tidbcodec import IntDatum, encode_inserted_row
 from tributary.tidbcodec import mysqltypes as mt
@@ -100,7 +101,7 @@ class RecordingSink:
 def drainer_config(data_dir: Path, etcd_endpoint: str, **overrides: Any) -> DrainerConfig:
     return dataclasses.replace(
         DrainerConfig(),
-        addr="127.0.0.1:0",
+        listen=ListenSettings("127.0.0.1:0"),
         data_dir=str(data_dir),
         pd_urls=(etcd_endpoint,),
         checkpoint_interval=0.3,

@@ -18,7 +18,6 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from services.drainer.backlog import PumpBacklog, grpc_asker
-from services.drainer.config import CatchUpConfig, SyncerConfig
 from tests.integration.test_drainer_pumps import (
     FAST_PUMP,
     VERSION,
@@ -33,6 +32,7 @@ from tests.support.etcd import EtcdProcess
 from tests.support.pump import http_json, pump_config, running_pump, start_pump_process
 from tests.support.stubs import commit, prewrite, pump_stub, write
 from tests.unit.test_pumpclient_peer import eventually
+from tributary.config.drainer import CatchUpConfig, SyncerConfig
 from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.pumpclient import PumpsClient

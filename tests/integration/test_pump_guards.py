@@ -9,12 +9,12 @@ import pytest
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from services.pump.config import StorageConfig
 from services.pump.lifecycle import detect_purged_drainers
 from services.pump.storage import Storage, StorageSettings, WriteItem
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import pump_config, running_pump
 from tests.support.stubs import commit, prewrite, pump_stub, write
+from tributary.config.pump import StorageConfig
 from tributary.coord.memory import MemoryKv
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus

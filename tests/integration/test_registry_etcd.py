@@ -9,12 +9,17 @@ from contextlib import AsyncExitStack, aclosing
 from typing import Any, cast
 
 from tests.support.etcd import EtcdProcess
-from tributary.coord.cluster_id import ensure_cluster_id, random_cluster_id, read_cluster_id
+from tributary.coord.cluster_id import (
+    CLUSTER_ID_KEY,
+    ensure_cluster_id,
+    random_cluster_id,
+    read_cluster_id,
+)
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import KeyValue, Kv
 from tributary.registry.heartbeat import Heartbeat
 from tributary.registry.registry import NodeRegistry, RegistryEvent
-from tributary.registry.status import CLUSTER_ID_KEY, NodeKind, NodeState, NodeStatus, node_key
+from tributary.registry.status import NodeKind, NodeState, NodeStatus, node_key
 
 PUMP = NodeKind.PUMP
 WAIT = 30.0

@@ -24,8 +24,6 @@ from typing import Any
 
 import pytest
 
-from services.capture.keys import FeedId, Keys
-from services.capture.model import ChangeFeedInfo, ChangeFeedStatus, FeedState, RunningError
 from services.demo.procs import free_port_pair
 from tests.integration.test_drainer_pumps import DB, TABLE, row_value
 from tests.support.certs import make_ca
@@ -39,6 +37,8 @@ from tests.support.k8s import (
     run_operator,
 )
 from tests.support.pump import PumpProcess, pump_config, running_pump, start_pump_process
+from tributary.cdc.keys import FeedId, Keys
+from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, FeedState, RunningError
 from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.ddlhistory import Action, DdlJob, KvDdlHistory, TableInfo

@@ -24,13 +24,13 @@ import yaml
 from services.spark.k8s import (
     CONTAINER,
     DRIVER_RBAC,
-    IMAGE_UID,
     STAGING_MOUNT,
     K8sSubmission,
     pod_template,
     submit_args,
 )
 from tests.support.k8s import CHART, RELEASE, InstalledChart, KubeApiServer
+from tributary.image import IMAGE_UID
 
 pytestmark = [pytest.mark.slow, pytest.mark.etcd]
 SPARK_SA = "tributary-spark"  # values.yaml spark.serviceAccount.name

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from services.pump.app import Started, serve
-from services.pump.config import PumpConfig, StorageConfig
 from tests.support.net import free_port
+from tributary.config.pump import PumpConfig, StorageConfig
 from tributary.registry.status import NodeState
+from tributary.settings import ListenSettings
 
 
 def pump_config(data_dir: Path, etcd_endpoint: str, **overrides: Any) -> PumpConfig:
@@ -26,7 +27,7 @@ def pump_config(data_dir: Path, etcd_endpoint: str, **overrides: Any) -> PumpCon
     storage = overrides.pop("storage", StorageConfig(stop_write_at_available_space=1 << 20))
     return dataclasses.replace(
         PumpConfig(),
-        addr="127.0.0.1:0",
+        listen=ListenSettings("127.0.0.1:0"),
         data_dir=str(data_dir),
         pd_urls=(etcd_endpoint,),
         storage=storage,

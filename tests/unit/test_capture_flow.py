@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 from services.capture.capture import Capture
 from services.capture.feeds import CreateRequest, Feeds
-from services.capture.keys import FeedId, Keys
 from services.capture.manager import ProcessorManager
-from services.capture.model import CaptureInfo, FeedState, TaskPosition
 from services.capture.processor import Processor, ProcessorOptions
 from services.capture.state import ClusterState, FeedView
 from tests.support.capture_fakes import FakeDownstream, FakeLog
+from tributary.cdc.keys import FeedId, Keys
+from tributary.cdc.model import CaptureInfo, FeedState, TaskPosition
 from tributary.coord.memory import MemoryKv
 from tributary.sinks.model import SinkError
 

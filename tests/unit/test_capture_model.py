@@ -6,9 +6,11 @@ import json
 
 import pytest
 
-from services.capture.errors import BadRecord, BadRequest
-from services.capture.keys import FeedId, KeyKind, Keys, valid_id
-from services.capture.model import (
+from services.capture.errors import BadRequest
+from services.capture.rules import table_filter
+from tributary.cdc.errors import BadRecord
+from tributary.cdc.keys import FeedId, KeyKind, Keys, valid_id
+from tributary.cdc.model import (
     AdminJob,
     CaptureInfo,
     ChangeFeedInfo,
@@ -18,7 +20,6 @@ from services.capture.model import (
     RunningError,
     TaskPosition,
 )
-from services.capture.rules import table_filter
 
 KEYS = Keys("c1")
 FEED = FeedId("ns", "cf-1")

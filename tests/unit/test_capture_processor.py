@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
-from services.capture.keys import FeedId
-from services.capture.model import ChangeFeedInfo, ChangeFeedStatus, ReplicaConfig
 from services.capture.processor import Processor, ProcessorOptions
 from services.capture.source import SourceFailure
 from tests.support.capture_fakes import FakeDownstream, FakeLog
+from tributary.cdc.keys import FeedId
+from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, ReplicaConfig
 
 FEED = FeedId("default", "cf-1")
 

@@ -14,8 +14,11 @@ from collections.abc import Sequence
 import pytest
 
 from services.capture.errors import Conflict, NotOwner
-from services.capture.keys import FeedId, Keys
-from services.capture.model import (
+from services.capture.owner import Owner
+from services.capture.state import ClusterState, Mirror
+from services.capture.worker import EtcdWorker, Patch, PatchGroup, PatchResult, update
+from tributary.cdc.keys import FeedId, Keys
+from tributary.cdc.model import (
     CaptureInfo,
     ChangeFeedInfo,
     ChangeFeedStatus,
@@ -23,9 +26,6 @@ from services.capture.model import (
     RunningError,
     TaskPosition,
 )
-from services.capture.owner import Owner
-from services.capture.state import ClusterState, Mirror
-from services.capture.worker import EtcdWorker, Patch, PatchGroup, PatchResult, update
 from tributary.coord.kv import Compare, CompareOp, WatchEvent, WatchEventKind
 from tributary.coord.memory import MemoryKv
 

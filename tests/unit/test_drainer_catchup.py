@@ -20,7 +20,6 @@ from services.binlogctl.cli import parse
 from services.binlogctl.config import Command
 from services.drainer.catchup import CatchUp, CatchUpError, CatchUpSettings, Phase
 from services.drainer.catchup_job import JobRunner, JobSpec, run_job
-from services.drainer.config import DrainerConfig
 from services.drainer.http import routes
 from services.drainer.item import PulledBinlogItem
 from services.drainer.progress import Checkpointer
@@ -28,6 +27,7 @@ from services.drainer.state import DrainerState
 from services.drainer.syncer import Syncer
 from tests.unit.test_drainer_checkpoint import MemoryCheckpoint
 from tests.unit.test_drainer_syncer import RecordingSink
+from tributary.config.drainer import DrainerConfig
 from tributary.registry.status import NodeKind, NodeState
 from tributary.settings import SettingsError, load
 from tributary.sinks.model import Ddl, RowChange, TableInfo, Txn

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from services.drainer.catchup_job import K8S_STOP_GRACE, JobSpec, run_job
-from services.drainer.config import DrainerConfig
+from services.drainer.catchup_job import K8S_STOP_GRACE, JobSpec, job_spec, run_job
 from tests.unit.test_drainer_catchup import wait_for
+from tributary.config.drainer import DrainerConfig
 from tributary.settings import SettingsError, load
 
 K8S = "--syncer-catchup-kubernetes-"
@@ -43,7 +43,7 @@ def test_kubernetes_settings_give_a_client_mode_job(
         "DRAINER",
     )
     c = cfg.syncer.catchup
-    spec = c.job_spec(Path(cfg.catchup_staging()), "mysql://root@h:1/")
+    spec = job_spec(c, Path(cfg.catchup_staging()), "mysql://root@h:1/")
     assert spec.master == "k8s://https://kubernetes.default.svc"
     assert spec.stop_grace == K8S_STOP_GRACE > 0
     argv = spec.argv()
@@ -66,7 +66,7 @@ def test_kubernetes_settings_give_a_client_mode_job(
     token.write_text("y")
     more = (f"{K8S}pod-name", "d1", f"{K8S}ca-file", str(ca), f"{K8S}token-file", str(token))
     cfg = load(DrainerConfig, k8s_argv(tmp_path, *more), {}, "DRAINER")
-    argv = cfg.syncer.catchup.job_spec(Path("/staging/x"), "sqlite:///d").argv()
+    argv = job_spec(cfg.syncer.catchup, Path("/staging/x"), "sqlite:///d").argv()
     opts = dict(zip(argv[3::2], argv[4::2], strict=False))
     assert (opts["--k8s-driver-pod"], opts["--k8s-ca-file"]) == ("d1", str(ca))
     assert opts["--k8s-token-file"] == str(token)
@@ -75,7 +75,7 @@ def test_kubernetes_settings_give_a_client_mode_job(
 def test_local_jobs_are_unchanged(tmp_path: Path) -> None:
     argv = ["--data-dir", str(tmp_path), "--syncer-sink-uri", "sqlite:///d.db"]
     cfg = load(DrainerConfig, [*argv, "--syncer-catchup-enabled"], {}, "DRAINER")
-    spec = cfg.syncer.catchup.job_spec(tmp_path / "s", "sqlite:///d.db")
+    spec = job_spec(cfg.syncer.catchup, tmp_path / "s", "sqlite:///d.db")
     assert (spec.master, spec.kubernetes, spec.stop_grace) == ("local[*]", None, 0.0)
     assert not any(a.startswith("--k8s") for a in spec.argv())
 

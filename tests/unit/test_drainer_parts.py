@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from services.drainer.cli import main
-from services.drainer.config import DrainerConfig
 from services.drainer.errors import MalformedPayload
 from services.drainer.item import PulledBinlogItem
 from services.drainer.puller import to_item
 from services.drainer.state import Action, DrainerState, StateError
+from tributary.config.drainer import DrainerConfig
 from tributary.registry.status import NodeState
 from tributary.settings import SettingsError, load
 from tributary.sinks.registry import redact
@@ -45,8 +45,8 @@ def test_drainer_toml_keys_load(tmp_path: Path) -> None:
     cfg = load(
         DrainerConfig, ["--config", str(path)], {"DRAINER_CACHE_BINLOG_COUNT": "16"}, "DRAINER"
     )
-    assert cfg.addr == "127.0.0.1:18249"
-    assert cfg.advertise == "drainer-0.example:18249"
+    assert cfg.listen.addr == "127.0.0.1:18249"
+    assert cfg.listen.advertise == "drainer-0.example:18249"
     assert cfg.detect_interval == 10.0
     assert cfg.pd_urls == ("http://127.0.0.1:2379", "http://127.0.0.2:2379")
     assert cfg.initial_commit_ts == 449812345678901249

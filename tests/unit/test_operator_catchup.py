@@ -15,8 +15,9 @@ from binlog_operator.options import from_env
 from binlog_operator.scaledown import ScaleDownError
 from binlog_operator.spec import CatchUpSpec, SpecError, parse
 from binlog_operator.teardown import close_within
-from services.drainer.config import DrainerConfig
-from services.spark.k8s import IMAGE_UID
+from services.drainer.catchup_job import job_spec
+from tributary.config.drainer import DrainerConfig
+from tributary.image import IMAGE_UID
 from tributary.settings import SettingsError, load
 
 ETCD = {"endpoints": ["http://etcd-0:2379"]}
@@ -146,7 +147,7 @@ def test_the_rendered_config_loads_as_the_drainer_in_its_pod_would_load_it(
     catchup = cfg.syncer.catchup
     assert catchup.enabled and catchup.kubernetes.enabled
     assert catchup.staging_dir == "/staging/c1-drainer-down/catchup"
-    job = catchup.job_spec(Path(catchup.staging_dir), cfg.syncer.sink_url(cfg.data_dir))
+    job = job_spec(catchup, Path(catchup.staging_dir), cfg.syncer.sink_url(cfg.data_dir))
     assert job.master == "k8s://https://kubernetes.default.svc"
     assert job.kubernetes is not None
     k8s = job.kubernetes

@@ -6,8 +6,8 @@ from typing import Any
 
 from binlog_operator.changefeeds import checkpoint_time, feed_entries, read_changefeeds
 from binlog_operator.configs import CAPTURE_CLUSTER_ID
-from services.capture.keys import FeedId, Keys
-from services.capture.model import ChangeFeedInfo, ChangeFeedStatus, FeedState, RunningError
+from tributary.cdc.keys import FeedId, Keys
+from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, FeedState, RunningError
 from tributary.coord.kv import KeyValue
 from tributary.coord.memory import MemoryKv
 from tributary.wire.ts import compose

@@ -135,14 +135,14 @@ def test_the_rendered_capture_command_loads_with_the_capture_settings() -> None:
     ]
     cfg = load(CaptureConfig, args[1:], {"CDC_UPSTREAM": "mysql://cdc:pw@db:3306/"}, "CDC")
     assert cfg.upstream == "mysql://cdc:pw@db:3306/" and cfg.cluster_id == "default"
-    assert cfg.advertise == "c1-capture-0.c1-capture.ns1.svc:8300"
+    assert cfg.listen.advertise == "c1-capture-0.c1-capture.ns1.svc:8300"
 
 
 def test_rendered_pump_toml_loads_with_the_pump_settings() -> None:
     text = objects()[("ConfigMap", "c1-pump")]["data"]["pump.toml"]
     cfg = check_pump(text)
     assert cfg.pd_urls == ("http://etcd-0:2379", "http://etcd-1:2379")
-    assert cfg.addr == "0.0.0.0:8250" and cfg.status_addr == "0.0.0.0:8251"
+    assert cfg.listen.addr == "0.0.0.0:8250" and cfg.status_addr == "0.0.0.0:8251"
     assert cfg.data_dir == "/var/lib/binlog/pump"
     assert cfg.gc == 3 * 86400 and cfg.storage.sync_log is False  # the user's keys
 

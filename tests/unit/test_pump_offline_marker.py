@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from services.pump.app import serve
-from services.pump.config import PumpConfig
 from services.pump.offline import MARKER, OfflineMarked, check_marker, write_marker
+from tributary.config.pump import PumpConfig
+from tributary.settings import ListenSettings
 
 T0 = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -44,7 +45,10 @@ def test_rejoin_removes_the_marker(tmp_path: Path) -> None:
 async def test_the_pump_start_up_refuses_before_it_touches_etcd(tmp_path: Path) -> None:
     write_marker(tmp_path, "p", T0)
     cfg = dataclasses.replace(
-        PumpConfig(), addr="127.0.0.1:0", data_dir=str(tmp_path), pd_urls=("http://127.0.0.1:1",)
+        PumpConfig(),
+        listen=ListenSettings("127.0.0.1:0"),
+        data_dir=str(tmp_path),
+        pd_urls=("http://127.0.0.1:1",),
     )
     with pytest.raises(OfflineMarked):
         await asyncio.wait_for(serve(cfg, asyncio.Event()), 30)

@@ -8,6 +8,7 @@ import itertools
 import pytest
 
 from tributary.coord.cluster_id import (
+    CLUSTER_ID_KEY,
     ClusterIdError,
     ensure_cluster_id,
     parse_cluster_id,
@@ -15,7 +16,6 @@ from tributary.coord.cluster_id import (
     read_cluster_id,
 )
 from tributary.coord.memory import MemoryKv
-from tributary.registry.status import CLUSTER_ID_KEY
 
 KEY = CLUSTER_ID_KEY.encode()
 

@@ -16,7 +16,7 @@ from tributary.checker.compare import compare
 from tributary.checker.config import CheckConfig
 from tributary.checker.errors import CheckerError
 from tributary.settings import SettingsError, load
-from tributary.telemetry import configure_logging
+from tributary.telemetry import configure_logging_from
 
 PROG = "tributary-check"
 ENV_PREFIX = "TRIBUTARY_CHECK"
@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return FAILED
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else EQUAL
-    configure_logging(cfg.log_level)
+    configure_logging_from(cfg.log)
     try:
         report = asyncio.run(
             compare(

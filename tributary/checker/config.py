@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tributary.settings import INT, STR_LIST, choice, setting
+from tributary.settings import INT, STR_LIST, LogSettings, group, setting
 
 _HELP = """\
 Compare the tables of an upstream and a downstream database and list the rows that differ.
@@ -33,12 +33,7 @@ class CheckConfig:
     chunk_size: int = setting(1000, "rows per checksummed chunk", kind=INT)
     max_diffs: int = setting(100, "row differences listed per table (all are counted)", kind=INT)
     as_json: bool = setting(False, "print the report as JSON", toml="json", flag="--json")
-    log_level: str = setting(
-        "warn",
-        "log level of diagnostics on stderr",
-        kind=choice("debug", "info", "warn", "warning", "error"),
-        flag=("-L", "--log-level"),
-    )
+    log: LogSettings = group(LogSettings, "logging", inline=True, default=LogSettings(level="warn"))
 
     def validate(self) -> Iterator[tuple[str, str]]:
         if not self.upstream:

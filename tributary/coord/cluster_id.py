@@ -2,9 +2,9 @@
 
 Invariant: the ID is written at most once (a txn guarded on "key absent"), so
 every caller, however many race at first start, returns the same value, and it
-never changes afterwards. It is stored as decimal text at
-``registry.status.CLUSTER_ID_KEY``; anything else there is an error, never
-silently replaced.
+never changes afterwards. It is stored as decimal text at ``CLUSTER_ID_KEY``
+(beside the node records under tidb-binlog's ``/tidb-binlog/v1`` root); anything
+else there is an error, never silently replaced.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import secrets
 from collections.abc import Callable
 
 from tributary.coord.kv import Compare, CompareOp, Kv, KvError, Put
-from tributary.registry.status import CLUSTER_ID_KEY
 
 log = logging.getLogger(__name__)
 
+CLUSTER_ID_KEY = "/tidb-binlog/v1/cluster_id"
 _KEY = CLUSTER_ID_KEY.encode()
 _MAX = 2**64 - 1
 _ATTEMPTS = 5

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 ROOT = "/tidb-binlog/v1"
-CLUSTER_ID_KEY = f"{ROOT}/cluster_id"
 
 
 class NodeKind(enum.StrEnum):

@@ -17,21 +17,15 @@ from typing import Any, Protocol, TypeVar
 
 import uvloop
 
-from tributary.settings import SettingsError, dump, load
-from tributary.telemetry import configure_logging
+from tributary.settings import LogSettings, SettingsError, dump, load
+from tributary.telemetry import configure_logging_from
 
 log = logging.getLogger(__name__)
 
 
 class LoggedSettings(Protocol):
     @property
-    def log_level(self) -> str: ...
-
-    @property
-    def log_format(self) -> str: ...
-
-    @property
-    def log_file(self) -> str: ...
+    def log(self) -> LogSettings: ...
 
 
 C = TypeVar("C", bound=LoggedSettings)
@@ -70,9 +64,7 @@ def run_service(
     except SettingsError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
-    configure_logging(
-        cfg.log_level, "json" if cfg.log_format == "json" else "text", cfg.log_file or None
-    )
+    configure_logging_from(cfg.log)
     log.info("%s effective configuration:\n%s", prog, dump(cfg))
     try:
         uvloop.run(_serve_with_signals(serve, cfg))

@@ -31,7 +31,9 @@ from tributary.settings.kinds import (
     Kind,
     choice,
 )
+from tributary.settings.listen import ListenSettings
 from tributary.settings.loader import load
+from tributary.settings.logs import LogSettings
 from tributary.settings.model import group, setting, tables
 from tributary.settings.parsers import split_host_port
 from tributary.settings.security import SecuritySettings
@@ -49,6 +51,8 @@ __all__ = [
     "STR_LIST",
     "URL_LIST",
     "Kind",
+    "ListenSettings",
+    "LogSettings",
     "Problem",
     "SecuritySettings",
     "SettingsError",

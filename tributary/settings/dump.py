@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-from tributary.settings.model import GroupSpec, spec_tree
+from tributary.settings.model import GroupSpec, spec_tree, value_at
 from tributary.settings.values import render_value
 
 MASK = "******"
@@ -28,7 +28,7 @@ def _dump_group(group: GroupSpec, instance: object, lines: list[str]) -> None:
     if group.toml:
         lines += ["", f"[{group.key}]"]
     for leaf in group.fields:
-        value = getattr(instance, leaf.attrs[-1])
+        value = value_at(instance, group, leaf)
         rendered = MASK if leaf.secret and value else render_value(leaf, value)
         lines.append(f"{leaf.toml[-1]} = {toml_literal(rendered)}")
     for sub in group.groups:

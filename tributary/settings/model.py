@@ -7,16 +7,21 @@ environment variable, flags and value kind. A field whose type is a dataclass is
 
 Names derive from the attribute path unless overridden: attribute ``sync_log`` in group
 ``storage`` is TOML key ``storage.sync-log``, environment ``<PREFIX>_STORAGE_SYNC_LOG`` and flag
-``--storage-sync-log``. Invariant: within one settings class TOML keys, environment names and
-flags are unique, every field has help text and a default, and every field has a kind; a
-violation is a programming error raised as ``TypeError`` when the spec is first built.
+``--storage-sync-log``. An inline group (``group(..., inline=True)``) is a dataclass whose
+settings are keys of the enclosing table, in its place among the others: a concern several
+services share (``LogSettings``: ``log-level``, ``log-format``, ``log-file``) without a table of
+its own; ``group(..., default=instance)`` gives one use of a group its own defaults.
+
+Invariant: within one settings class TOML keys, environment names and flags are unique, every
+field has help text and a default, and every field has a kind; a violation is a programming
+error raised as ``TypeError`` when the spec is first built.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -47,9 +52,23 @@ def setting(
     return dataclasses.field(default=default, metadata=meta)
 
 
-def group(cls: type[T], help: str, *, toml: str | None = None) -> T:
-    """Declare a nested settings table (a TOML ``[table]``) with default values."""
-    return dataclasses.field(default_factory=cls, metadata={"help": help, "toml": toml})
+def group(
+    cls: type[T],
+    help: str,
+    *,
+    toml: str | None = None,
+    inline: bool = False,
+    default: T | None = None,
+) -> T:
+    """Declare a nested settings table (a TOML ``[table]``) with default values.
+
+    ``inline``: no table of its own; the group's settings are keys of the enclosing table (their
+    names derive as if they were declared there). ``default``: an instance whose values are this
+    use's defaults (default: the class's own).
+    """
+    factory: Callable[[], T] = cls if default is None else lambda: default
+    meta = {"help": help, "toml": toml, "inline": inline, "default": default}
+    return dataclasses.field(default_factory=factory, metadata=meta)
 
 
 def tables(
@@ -87,12 +106,17 @@ class GroupSpec:
     attrs: tuple[str, ...]
     toml: tuple[str, ...]
     help: str
-    fields: tuple[FieldSpec, ...]
-    groups: tuple[GroupSpec, ...]
+    fields: tuple[FieldSpec, ...]  # this table's leaves, inline groups' ones in their place
+    groups: tuple[GroupSpec, ...]  # nested tables
+    inlines: tuple[GroupSpec, ...] = ()  # inline groups (their leaves are in ``fields``)
 
     @property
     def key(self) -> str:
         return ".".join(self.toml)
+
+    def own(self, leaf: FieldSpec) -> bool:
+        """Whether ``leaf`` is an attribute of ``cls`` itself (not of an inline group)."""
+        return len(leaf.attrs) == len(self.attrs) + 1
 
     def leaves(self) -> Iterator[FieldSpec]:
         """Every leaf field of this group and its subgroups, depth first."""
@@ -114,7 +138,20 @@ def spec_tree(cls: type[Any]) -> GroupSpec:
     return root
 
 
-def _group(cls: type[Any], attrs: tuple[str, ...], toml: tuple[str, ...], help: str) -> GroupSpec:
+def value_at(instance: object, group: GroupSpec, leaf: FieldSpec) -> object:
+    """The value of ``leaf`` in ``instance`` of ``group.cls`` (through inline groups)."""
+    for attr in leaf.attrs[len(group.attrs) :]:
+        instance = getattr(instance, attr)
+    return instance
+
+
+def _group(
+    cls: type[Any],
+    attrs: tuple[str, ...],
+    toml: tuple[str, ...],
+    help: str,
+    defaults: object = None,
+) -> GroupSpec:
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise TypeError(f"settings type {cls!r} is not a dataclass")
     try:
@@ -123,6 +160,7 @@ def _group(cls: type[Any], attrs: tuple[str, ...], toml: tuple[str, ...], help: 
         raise TypeError(f"cannot resolve annotations of {cls.__qualname__}: {e}") from e
     leaves: list[FieldSpec] = []
     subgroups: list[GroupSpec] = []
+    inlines: list[GroupSpec] = []
     for f in dataclasses.fields(cls):
         meta = f.metadata
         where = f"{cls.__name__}.{f.name}"
@@ -131,15 +169,40 @@ def _group(cls: type[Any], attrs: tuple[str, ...], toml: tuple[str, ...], help: 
         key = meta.get("toml") or f.name.replace("_", "-")
         annotation = hints[f.name]
         if dataclasses.is_dataclass(annotation):
-            if f.default_factory is not cast(object, annotation):
-                raise TypeError(f"settings table {where} needs default_factory={annotation!r}")
-            sub = _group(cast(type, annotation), (*attrs, f.name), (*toml, key), meta["help"])
-            subgroups.append(sub)
+            sub_cls = cast(type, annotation)
+            sub_defaults = _group_defaults(f, sub_cls, where, defaults)
+            inline = bool(meta.get("inline"))
+            sub_toml = toml if inline else (*toml, key)
+            sub = _group(sub_cls, (*attrs, f.name), sub_toml, meta["help"], sub_defaults)
+            if not inline:
+                subgroups.append(sub)
+                continue
+            if sub.groups:
+                raise TypeError(f"inline settings group {where} cannot hold tables")
+            leaves.extend(sub.fields)
+            inlines.append(sub)
             continue
         if f.default is dataclasses.MISSING:
             raise TypeError(f"settings field {where} has no default")
-        leaves.append(_leaf(f, annotation, (*attrs, f.name), (*toml, key), where))
-    return GroupSpec(cls, attrs, toml, help, tuple(leaves), tuple(subgroups))
+        default = f.default if defaults is None else getattr(defaults, f.name)
+        leaves.append(_leaf(f, annotation, (*attrs, f.name), (*toml, key), where, default))
+    return GroupSpec(cls, attrs, toml, help, tuple(leaves), tuple(subgroups), tuple(inlines))
+
+
+def _group_defaults(
+    f: dataclasses.Field[Any], annotation: type, where: str, defaults: object
+) -> object:
+    """The instance holding the defaults of group field ``f`` (None: the class's own)."""
+    if defaults is not None:
+        return getattr(defaults, f.name)
+    given = f.metadata.get("default")
+    if given is not None:
+        if not isinstance(given, annotation):
+            raise TypeError(f"settings table {where}: default is not a {annotation.__name__}")
+        return given
+    if f.default_factory is not cast(object, annotation):
+        raise TypeError(f"settings table {where} needs default_factory={annotation!r}")
+    return None
 
 
 def _leaf(
@@ -148,6 +211,7 @@ def _leaf(
     attrs: tuple[str, ...],
     toml: tuple[str, ...],
     where: str,
+    default: object,
 ) -> FieldSpec:
     meta = f.metadata
     items: GroupSpec | None = None
@@ -163,7 +227,7 @@ def _leaf(
     flag = meta.get("flag") or ("--" + "-".join(toml).replace("_", "-"),)
     flags = (flag,) if isinstance(flag, str) else tuple(flag)
     return FieldSpec(
-        attrs, toml, env, flags, meta["help"], f.default, kind, items, bool(meta.get("secret"))
+        attrs, toml, env, flags, meta["help"], default, kind, items, bool(meta.get("secret"))
     )
 
 

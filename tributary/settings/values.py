@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tributary.settings.errors import Problem
-from tributary.settings.model import FieldSpec, GroupSpec
+from tributary.settings.model import FieldSpec, GroupSpec, value_at
 
 Path = tuple[str, ...]
 
@@ -75,8 +75,7 @@ def render_value(leaf: FieldSpec, value: object) -> object:
 def as_table(group: GroupSpec, instance: object) -> dict[str, object]:
     """A dataclass instance as a TOML table (nested dict) keyed by TOML names."""
     table: dict[str, object] = {
-        leaf.toml[-1]: render_value(leaf, getattr(instance, leaf.attrs[-1]))
-        for leaf in group.fields
+        leaf.toml[-1]: render_value(leaf, value_at(instance, group, leaf)) for leaf in group.fields
     }
     for sub in group.groups:
         table[sub.toml[-1]] = as_table(sub, getattr(instance, sub.attrs[-1]))
@@ -108,9 +107,11 @@ def _parse_items(group: GroupSpec, raw: object) -> tuple[object, ...]:
 def build(group: GroupSpec, values: Mapping[Path, object]) -> Any:
     """Instantiate ``group.cls`` from collected values; missing ones keep their defaults."""
     kwargs: dict[str, object] = {
-        leaf.attrs[-1]: values[leaf.attrs] for leaf in group.fields if leaf.attrs in values
+        leaf.attrs[-1]: values.get(leaf.attrs, leaf.default)
+        for leaf in group.fields
+        if group.own(leaf)
     }
-    for sub in group.groups:
+    for sub in (*group.inlines, *group.groups):
         kwargs[sub.attrs[-1]] = build(sub, values)
     return group.cls(**kwargs)
 
@@ -129,6 +130,6 @@ def check(group: GroupSpec, instance: object, origins: Mapping[Path, str]) -> li
             leaf = leaves.get(key)
             origin = origins.get(leaf.attrs, "default") if leaf else "settings"
             problems.append(Problem(".".join((*group.toml, key)), origin, message))
-    for sub in group.groups:
+    for sub in (*group.inlines, *group.groups):
         problems += check(sub, getattr(instance, sub.attrs[-1]), origins)
     return problems

@@ -1,12 +1,19 @@
 """Runtime pieces every service shares: logging, metrics, the ops HTTP server and TLS.
 
-Modules: ``telemetry.logs`` (formatters, ``ContextAdapter``, ``configure_logging``),
-``telemetry.metrics`` (``Metrics`` base on a per-service registry, ``render``),
+Modules: ``telemetry.logs`` (formatters, ``ContextAdapter``, ``configure_logging``,
+``configure_logging_from``), ``telemetry.metrics`` (``Metrics`` base on a per-service registry,
+``render``),
 ``telemetry.http`` (``OpsServer``, JSON helpers), ``telemetry.tls`` (SSL contexts from
 ``SecuritySettings``, CN checks) and ``telemetry.grpcauth`` (CN enforcement for grpclib).
 """
 
-from tributary.telemetry.logs import ContextAdapter, JsonFormatter, TextFormatter, configure_logging
+from tributary.telemetry.logs import (
+    ContextAdapter,
+    JsonFormatter,
+    TextFormatter,
+    configure_logging,
+    configure_logging_from,
+)
 from tributary.telemetry.metrics import (
     CONTENT_TYPE,
     ExactNameCounter,
@@ -23,6 +30,7 @@ __all__ = [
     "Metrics",
     "TextFormatter",
     "configure_logging",
+    "configure_logging_from",
     "exponential_buckets",
     "render",
 ]

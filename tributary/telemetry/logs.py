@@ -17,6 +17,8 @@ from collections.abc import Mapping, MutableMapping
 from datetime import datetime
 from typing import Any, Literal
 
+from tributary.settings.logs import LogSettings
+
 _RESERVED = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
     "asctime",
@@ -154,3 +156,9 @@ def configure_logging(
         old.close()
     root.addHandler(handler)
     root.setLevel(levelno)
+
+
+def configure_logging_from(settings: LogSettings) -> None:
+    """``configure_logging`` with a process's ``log-level``, ``log-format`` and ``log-file``."""
+    fmt: Literal["text", "json"] = "json" if settings.format == "json" else "text"
+    configure_logging(settings.level, fmt, settings.file or None)

@@ -15,7 +15,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from services.pump.storage.index import CommitRow, Index
-from services.pump.storage.merge import attach_prewrite
+from services.pump.storage.splice import attach_prewrite
 from services.pump.storage.stats import StorageStats
 from services.pump.storage.vlog import ValueLog
 from tributary.wire.peek import MalformedBinlog

@@ -1,4 +1,4 @@
-"""The wire-level commit+prewrite merge equals tidb-binlog's decode/copy/re-encode."""
+"""The byte-level splice of a prewrite into its commit equals decode/copy/re-encode."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.pump.storage.merge import attach_prewrite
+from services.pump.storage.splice import attach_prewrite
 from tributary.wire.binlog import Binlog, BinlogType
 from tributary.wire.peek import MalformedBinlog
 
@@ -50,7 +50,7 @@ def fields(b: Binlog) -> tuple[object, ...]:
 
 @settings(max_examples=300, deadline=None)
 @given(binlogs, binlogs)
-def test_merge_matches_decode_copy_reencode(c: Binlog, p: Binlog) -> None:
+def test_splice_matches_decode_copy_reencode(c: Binlog, p: Binlog) -> None:
     merged = Binlog().parse(attach_prewrite(bytes(c), bytes(p)))
     assert fields(merged) == fields(reference(c, p))
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from services.capture.errors import BadRecord
+from tributary.cdc.errors import BadRecord
 
 VERSION = "v8.1.0-tributary"
 

@@ -1,4 +1,4 @@
-"""Build the binlog a puller receives for a commit: the C-binlog plus its P-binlog's data.
+"""Splice a P-binlog's data into its C-binlog, at the byte level: the binlog a puller receives.
 
 tidb-binlog (``PullCommitBinlog``) decodes both, copies ``prewrite_value``,
 ``ddl_query``, ``ddl_job_id`` and ``ddl_schema_state`` from the P-binlog into

@@ -15,16 +15,16 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote
 
-from services.drainer.catchup_job import K8S_STOP_GRACE, JobSpec, KubernetesJob
 from tributary.settings import (
     DURATION,
     HOST_PORT,
     INT_LIST,
     STR_LIST,
     URL_LIST,
+    ListenSettings,
+    LogSettings,
     SecuritySettings,
     choice,
     group,
@@ -103,22 +103,6 @@ class KubernetesCatchUpConfig:
     def driver_host(self) -> str:
         return self.pod_ip or os.environ.get("POD_IP", "")
 
-    def job(self) -> KubernetesJob:
-        return KubernetesJob(
-            self.namespace,
-            self.image,
-            self.driver_pod(),
-            self.driver_host(),
-            service_account=self.service_account,
-            staging_claim=self.staging_claim,
-            staging_mount=self.staging_mount,
-            executors=self.executors,
-            executor_cores=self.executor_cores,
-            executor_memory=self.executor_memory,
-            ca_file=self.ca_file,
-            token_file=self.token_file,
-        )
-
     def problems(self) -> Iterator[tuple[str, str]]:
         """What is wrong for a k8s catch-up (keys relative to ``[syncer.catchup]``)."""
         for key, value in (
@@ -183,19 +167,6 @@ class CatchUpConfig:
     kubernetes: KubernetesCatchUpConfig = group(
         KubernetesCatchUpConfig, "the job on Spark-on-Kubernetes (client mode)"
     )
-
-    def job_spec(self, staging: Path, sink_url: str) -> JobSpec:
-        """The job: local (``master``) or, with ``[kubernetes] enabled``, on Kubernetes."""
-        k8s = self.kubernetes
-        return JobSpec(
-            staging,
-            sink_url,
-            master=k8s.master if k8s.enabled else self.master,
-            partitions=self.partitions,
-            driver_memory=self.driver_memory,
-            kubernetes=k8s.job() if k8s.enabled else None,
-            stop_grace=K8S_STOP_GRACE if k8s.enabled else 0.0,
-        )
 
     def validate(self) -> Iterator[tuple[str, str]]:
         if not self.enabled:
@@ -300,9 +271,11 @@ class SyncerConfig:
 class DrainerConfig:
     """Everything ``binlog-drainer`` can be told."""
 
-    addr: str = setting("127.0.0.1:8249", "gRPC listen address (host:port)", kind=HOST_PORT)
-    advertise_addr: str = setting(
-        "", "address pumps use to reach this drainer (default: addr)", kind=HOST_PORT
+    listen: ListenSettings = group(
+        ListenSettings,
+        "the gRPC listen address",
+        inline=True,
+        default=ListenSettings("127.0.0.1:8249"),
     )
     status_addr: str = setting(
         "",
@@ -332,23 +305,12 @@ class DrainerConfig:
     checkpoint_interval: float = setting(
         3.0, "seconds between two checkpoint saves (and one at shutdown)", kind=DURATION
     )
-    log_level: str = setting(
-        "info",
-        "log level",
-        kind=choice("debug", "info", "warn", "warning", "error"),
-        flag=("-L", "--log-level"),
-    )
-    log_format: str = setting("text", "log format", kind=choice("text", "json"))
-    log_file: str = setting("", "log file (default: stderr)")
+    log: LogSettings = group(LogSettings, "logging", inline=True)
     syncer: SyncerConfig = group(SyncerConfig, "the sink")
     security: SecuritySettings = group(SecuritySettings, "TLS for gRPC and HTTP")
 
-    @property
-    def advertise(self) -> str:
-        return self.advertise_addr or self.addr
-
     def validate(self) -> Iterator[tuple[str, str]]:
-        host = self.advertise.rsplit(":", 1)[0]
+        host = self.listen.advertise.rsplit(":", 1)[0]
         if host in ("0.0.0.0", "::", "[::]"):
             yield "advertise-addr", "must be an address pumps can reach, not a wildcard"
         if self.compressor:

@@ -15,8 +15,9 @@ from tributary.settings import (
     DURATION,
     HOST_PORT,
     URL_LIST,
+    ListenSettings,
+    LogSettings,
     SecuritySettings,
-    choice,
     group,
     setting,
 )
@@ -53,9 +54,11 @@ class StorageConfig:
 class PumpConfig:
     """Everything ``binlog-pump`` can be told."""
 
-    addr: str = setting("127.0.0.1:8250", "gRPC listen address (host:port)", kind=HOST_PORT)
-    advertise_addr: str = setting(
-        "", "address other nodes use to reach this pump (default: addr)", kind=HOST_PORT
+    listen: ListenSettings = group(
+        ListenSettings,
+        "the gRPC listen address",
+        inline=True,
+        default=ListenSettings("127.0.0.1:8250"),
     )
     status_addr: str = setting(
         "",
@@ -91,23 +94,12 @@ class PumpConfig:
         "start although this data directory's pump was taken offline (removes its OFFLINE "
         "marker; without it such a pump refuses to start)",
     )
-    log_level: str = setting(
-        "info",
-        "log level",
-        kind=choice("debug", "info", "warn", "warning", "error"),
-        flag=("-L", "--log-level"),
-    )
-    log_format: str = setting("text", "log format", kind=choice("text", "json"))
-    log_file: str = setting("", "log file (default: stderr)")
+    log: LogSettings = group(LogSettings, "logging", inline=True)
     storage: StorageConfig = group(StorageConfig, "value log and index")
     security: SecuritySettings = group(SecuritySettings, "TLS for gRPC and HTTP")
 
-    @property
-    def advertise(self) -> str:
-        return self.advertise_addr or self.addr
-
     def validate(self) -> Iterator[tuple[str, str]]:
-        host = self.advertise.rsplit(":", 1)[0]
+        host = self.listen.advertise.rsplit(":", 1)[0]
         if host in ("0.0.0.0", "::", "[::]"):
             yield "advertise-addr", "must be an address other nodes can reach, not a wildcard"
         if self.heartbeat_interval <= 0:

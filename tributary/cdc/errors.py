@@ -1,0 +1,24 @@
+"""The capture cluster's error root, and the error for a record that cannot be read.
+
+Every error the capture cluster raises on purpose is a ``CaptureError`` with ``retriable`` saying
+whether trying again may help (the capture service defines the rest in
+``services.capture.errors``); errors from etcd, sinks and the source are mapped at the boundary
+(``raise ... from e``), never classified by their message text.
+"""
+
+from __future__ import annotations
+
+
+class CaptureError(Exception):
+    """Something in the capture cluster failed."""
+
+    retriable = False
+
+    def __init__(self, *args: object, retriable: bool | None = None) -> None:
+        super().__init__(*args)
+        if retriable is not None:
+            self.retriable = retriable
+
+
+class BadRecord(CaptureError):
+    """A JSON record in etcd (or a request) that cannot be read."""
