@@ -7,16 +7,11 @@ boundary (``raise ... from e``), never classified by their message text.
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
 
-class CaptureError(Exception):
+
+class CaptureError(TributaryError):
     """Something in the capture cluster failed."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
 
 
 class BadRecord(CaptureError):

@@ -22,6 +22,7 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from services.pump.intake import Intake
 from services.pump.storage import Storage
+from tributary.errors import TributaryError
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
 from tributary.tso.client import Tso
@@ -35,10 +36,8 @@ NOTIFY_ATTEMPTS = 3
 EARLY_ALERT_GC = 20 * 3600.0  # seconds: alert when a drainer is this close to the GC ts
 
 
-class NotifyFailed(Exception):
+class NotifyFailed(TributaryError):
     """Some online drainer could not be told that this pump joined."""
-
-    retriable = False
 
 
 def _split(addr: str) -> tuple[str, int]:

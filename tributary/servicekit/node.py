@@ -20,14 +20,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tributary.errors import TributaryError
 from tributary.servicekit.net import bind
 from tributary.settings import split_host_port
 
 
-class DataDirBusy(Exception):
+class DataDirBusy(TributaryError):
     """Another process holds the data directory."""
-
-    retriable = False
 
 
 def resolve_node_id(data_dir: Path, configured: str, port: int) -> str:
