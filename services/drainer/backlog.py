@@ -24,9 +24,9 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from tributary.coord.kv import KvError
 from tributary.errors import TributaryError
+from tributary.net import split_host_port
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState
-from tributary.settings.parsers import split_host_port
 from tributary.wire.binlogext import BacklogReq, PumpStatsStub
 
 log = logging.getLogger(__name__)

@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from services.drainer.catchup_job import K8S_STOP_GRACE, JobSpec, KubernetesJob
+from tributary.net import split_host_port
 from tributary.settings import (
     DURATION,
     HOST_PORT,
@@ -348,8 +349,8 @@ class DrainerConfig:
         return self.advertise_addr or self.addr
 
     def validate(self) -> Iterator[tuple[str, str]]:
-        host = self.advertise.rsplit(":", 1)[0]
-        if host in ("0.0.0.0", "::", "[::]"):
+        host, _ = split_host_port(self.advertise)
+        if host in ("0.0.0.0", "::"):
             yield "advertise-addr", "must be an address pumps can reach, not a wildcard"
         if self.compressor:
             yield "compressor", "gzip is not supported by this drainer's pull stream; use ''"

@@ -33,6 +33,7 @@ from urllib.parse import unquote
 import hpack
 
 from tributary.errors import TributaryError
+from tributary.net import join_host_port
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 WINDOW = 4 << 20  # bytes the pump may send ahead of the consumer
@@ -249,7 +250,7 @@ async def pull_messages(
         (":method", "POST"),
         (":scheme", "https" if ssl_context else "http"),
         (":path", path),
-        (":authority", f"{host}:{port}"),
+        (":authority", join_host_port(host, port)),
         ("content-type", "application/grpc"),
         ("te", "trailers"),
     ]

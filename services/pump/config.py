@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from tributary.net import split_host_port
 from tributary.settings import (
     BYTE_SIZE,
     DAYS_OR_DURATION,
@@ -107,8 +108,8 @@ class PumpConfig:
         return self.advertise_addr or self.addr
 
     def validate(self) -> Iterator[tuple[str, str]]:
-        host = self.advertise.rsplit(":", 1)[0]
-        if host in ("0.0.0.0", "::", "[::]"):
+        host, _ = split_host_port(self.advertise)
+        if host in ("0.0.0.0", "::"):
             yield "advertise-addr", "must be an address other nodes can reach, not a wildcard"
         if self.heartbeat_interval <= 0:
             yield "heartbeat-interval", "must be positive"

@@ -33,7 +33,6 @@ from tributary.settings.kinds import (
 )
 from tributary.settings.loader import load
 from tributary.settings.model import group, setting, tables
-from tributary.settings.parsers import split_host_port
 from tributary.settings.security import SecuritySettings
 
 __all__ = [
@@ -58,6 +57,5 @@ __all__ = [
     "group",
     "load",
     "setting",
-    "split_host_port",
     "tables",
 ]
