@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tributary.errors import TributaryError
-from tributary.wire.protowire import read_varint, varint
+from tributary.varint import read_varint, varint
 
 
 class DecodeError(TributaryError, ValueError):

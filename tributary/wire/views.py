@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tributary.errors import TributaryError
-from tributary.wire.protowire import int64 as _int64
-from tributary.wire.protowire import read_varint
+from tributary.varint import int64 as _int64
+from tributary.varint import read_varint
 
 
 class MalformedMessage(TributaryError, ValueError):
