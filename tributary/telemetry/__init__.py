@@ -1,7 +1,8 @@
 """Runtime pieces every service shares: logging, metrics, the ops HTTP server and TLS.
 
 Modules: ``telemetry.logs`` (formatters, ``ContextAdapter``, ``configure_logging``),
-``telemetry.metrics`` (``Metrics`` base on a per-service registry, ``render``),
+``telemetry.metrics`` (``Metrics`` base on a per-service registry with Go's
+namespace/subsystem naming, ``render``),
 ``telemetry.http`` (``OpsServer``, JSON helpers), ``telemetry.tls`` (SSL contexts from
 ``SecuritySettings``, CN checks) and ``telemetry.grpcauth`` (CN enforcement for grpclib).
 """
@@ -12,6 +13,7 @@ from tributary.telemetry.metrics import (
     ExactNameCounter,
     Metrics,
     exponential_buckets,
+    fq_name,
     render,
 )
 
@@ -24,5 +26,6 @@ __all__ = [
     "TextFormatter",
     "configure_logging",
     "exponential_buckets",
+    "fq_name",
     "render",
 ]
