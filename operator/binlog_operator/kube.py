@@ -23,6 +23,7 @@ from urllib.parse import quote
 import aiohttp
 
 from binlog_operator import GROUP, KIND, MANAGER, PLURAL, VERSION
+from tributary.errors import TributaryError
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +37,12 @@ _PLURALS = {
 }
 
 
-class KubeError(Exception):
+class KubeError(TributaryError):
     """An API call failed; ``status`` is the HTTP status (0: no answer)."""
 
     def __init__(self, message: str, status: int = 0) -> None:
-        super().__init__(message)
+        super().__init__(message, retriable=status == 0 or status == 429 or status >= 500)
         self.status = status
-        self.retriable = status == 0 or status == 429 or status >= 500
 
     @property
     def conflict(self) -> bool:

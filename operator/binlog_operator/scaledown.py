@@ -25,13 +25,14 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from tributary.coord.kv import KvError
+from tributary.errors import TributaryError
 from tributary.registry.registry import NodeRegistry, RegistryError
 from tributary.registry.status import NodeKind, NodeState, NodeStatus, StatusError
 
 log = logging.getLogger(__name__)
 
 
-class ScaleDownError(Exception):
+class ScaleDownError(TributaryError):
     """The pumps could not be taken offline; the StatefulSet must stay as it is."""
 
     retriable = True

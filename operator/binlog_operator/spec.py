@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tributary.errors import TributaryError
+
 DEFAULT_IMAGE = "tributary:0.1.0"
 DEFAULT_SPARK_ACCOUNT = "tributary-spark"  # the chart's spark.serviceAccount.name
 DEFAULT_STAGING_MOUNT = "/staging"
@@ -24,10 +26,8 @@ _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 
 
-class SpecError(ValueError):
+class SpecError(TributaryError, ValueError):
     """The spec cannot be reconciled; retrying will not help until it is edited."""
-
-    retriable = False
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))

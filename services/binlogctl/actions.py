@@ -25,9 +25,9 @@ from urllib.parse import quote
 import aiohttp
 
 from services.binlogctl.errors import CtlError, WaitTimedOut, singular
+from tributary.net import join_host_port, split_host_port
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
-from tributary.settings import split_host_port
 
 Progress = Callable[[str], None]
 
@@ -55,7 +55,7 @@ def status_address(node: NodeStatus, override: str = "") -> str:
         ) from e
     if not 0 < port < 65535:
         raise CtlError(f"{node.node_id}'s registered port {port} has no +1; pass --status-addr")
-    return f"[{host}]:{port + 1}" if ":" in host else f"{host}:{port + 1}"
+    return join_host_port(host, port + 1)
 
 
 def state_url(address: str, node_id: str, verb: str, tls: bool) -> str:

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tributary.errors import TributaryError
 from tributary.registry.status import NodeKind
 
 
-class CtlError(Exception):
+class CtlError(TributaryError):
     """A command failed; ``retriable`` says whether running it again may help."""
-
-    def __init__(self, message: str, *, retriable: bool = False) -> None:
-        super().__init__(message)
-        self.retriable = retriable
 
 
 class EtcdUnreachable(CtlError):

@@ -28,7 +28,7 @@ from services.capture.state import FeedView
 from tributary.cdc.keys import Keys
 from tributary.cdc.model import CaptureInfo
 from tributary.coord.etcd import EtcdKv
-from tributary.settings import split_host_port
+from tributary.net import join_host_port, split_host_port
 from tributary.sinks.registry import open_sink
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.tls import ALPN_HTTP, server_context
@@ -82,7 +82,7 @@ async def serve(
         )
         http_port = await ops.start()
         stack.push_async_callback(ops.close)
-        advertise = cfg.listen.advertise_addr or f"{host}:{http_port}"
+        advertise = cfg.listen.advertise_addr or join_host_port(host, http_port)
         info = CaptureInfo(
             capture_id, advertise, deploy_path=os.getcwd(), start_timestamp=int(time.time())
         )

@@ -13,12 +13,16 @@ from typing import Any
 
 import aiohttp
 
+from tributary.errors import TributaryError
 
-class ClientError(Exception):
+
+class ClientError(TributaryError):
     def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"{message} (HTTP {status})" if status else message)
+        super().__init__(
+            f"{message} (HTTP {status})" if status else message,
+            retriable=status == 0 or status >= 500,
+        )
         self.status = status
-        self.retriable = status == 0 or status >= 500
 
 
 class ApiClient:

@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from services.demo.errors import DemoError
+from tributary.net import join_host_port
 from tributary.sinks.urls import redact
 
 UPSTREAM_ENV = "TRIBUTARY_DEMO_UPSTREAM"
@@ -93,10 +94,9 @@ def _server(env: Mapping[str, str], name: str) -> str | None:
             f"its own databases {' and '.join(DATABASES)}, so leave out {parts.path}"
             f"{'?' + parts.query if parts.query else ''}"
         )
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     userinfo = parts.netloc.rpartition("@")[0]
-    netloc = f"{userinfo}@{host}" if userinfo else host
-    return f"mysql://{netloc}:{port or 3306}"
+    hostport = join_host_port(parts.hostname, port or 3306)
+    return f"mysql://{userinfo}@{hostport}" if userinfo else f"mysql://{hostport}"
 
 
 def _address(url: str) -> tuple[str, int]:

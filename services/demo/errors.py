@@ -8,10 +8,8 @@ traceback.
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
 
-class DemoError(Exception):
+
+class DemoError(TributaryError):
     """The demo cannot go on; ``retriable`` says whether running it again may help."""
-
-    def __init__(self, message: str, *, retriable: bool = False) -> None:
-        super().__init__(message)
-        self.retriable = retriable

@@ -23,9 +23,10 @@ from grpclib.client import Channel
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from tributary.coord.kv import KvError
+from tributary.errors import TributaryError
+from tributary.net import split_host_port
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState
-from tributary.settings.parsers import split_host_port
 from tributary.wire.binlogext import BacklogReq, PumpStatsStub
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 TIMEOUT = 10.0  # seconds one measurement may take (every pump asked at once)
 
 
-class BacklogUnknown(Exception):
+class BacklogUnknown(TributaryError):
     """One pump could not tell how many binlogs it holds; retried at the next measurement."""
 
     retriable = True

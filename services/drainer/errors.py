@@ -7,16 +7,11 @@ libraries are mapped at the module that calls them (``raise ... from e``).
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
 
-class DrainerError(Exception):
+
+class DrainerError(TributaryError):
     """A drainer failure; ``retriable`` says whether a retry may help."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
 
 
 class MalformedPayload(DrainerError):

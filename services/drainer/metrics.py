@@ -7,10 +7,7 @@ the per-binlog path never touches prometheus_client.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-
-from prometheus_client import CollectorRegistry
-from prometheus_client.metrics_core import Metric
+from collections.abc import Callable, Mapping
 
 from services.drainer.catchup import CatchUp
 from services.drainer.merge import MergeStats
@@ -18,54 +15,36 @@ from tributary.telemetry import Metrics
 from tributary.wire.ts import physical_ms
 
 
-class _BeforeScrape:
-    """A collector that yields nothing but runs a hook first on every scrape."""
-
-    def __init__(self, hook: Callable[[], None]) -> None:
-        self._hook = hook
-
-    def collect(self) -> Iterator[Metric]:
-        self._hook()
-        return iter(())
-
-
 class DrainerMetrics(Metrics):
     def __init__(self, before_scrape: Callable[[], None] = lambda: None) -> None:
-        registry = CollectorRegistry()
-        registry.register(_BeforeScrape(before_scrape))  # first: runs before the rest is read
-        super().__init__(registry, process_metrics=True)
+        super().__init__(
+            namespace="binlog",
+            subsystem="drainer",
+            before_scrape=before_scrape,
+            process_metrics=True,
+        )
         self.pump_position = self.gauge(
-            "binlog_drainer_pump_position",
-            "commit ts of the last binlog pulled, per pump",
-            ("nodeID",),
+            "pump_position", "commit ts of the last binlog pulled, per pump", ("nodeID",)
         )
-        self.checkpoint_tso = self.gauge(
-            "binlog_drainer_checkpoint_tso", "saved checkpoint: physical time in ms"
-        )
+        self.checkpoint_tso = self.gauge("checkpoint_tso", "saved checkpoint: physical time in ms")
         self.checkpoint_delay = self.gauge(
-            "binlog_drainer_checkpoint_delay_seconds", "wall-clock time minus the saved checkpoint"
+            "checkpoint_delay_seconds", "wall-clock time minus the saved checkpoint"
         )
         self.disorder = self.gauge(
-            "binlog_drainer_disorder_binlog_count", "binlogs dropped for arriving below the merge"
+            "disorder_binlog_count", "binlogs dropped for arriving below the merge"
         )
         self.duplicate = self.gauge(
-            "binlog_drainer_duplicate_binlog_count", "binlogs dropped as equal-commit-ts duplicates"
+            "duplicate_binlog_count", "binlogs dropped as equal-commit-ts duplicates"
         )
-        self.merged = self.gauge("binlog_drainer_merged_binlog_count", "binlogs the merge emitted")
-        self.applied = self.gauge(
-            "binlog_drainer_applied_binlog_count", "binlogs the sink accepted"
-        )
+        self.merged = self.gauge("merged_binlog_count", "binlogs the merge emitted")
+        self.applied = self.gauge("applied_binlog_count", "binlogs the sink accepted")
         self.catchup_active = self.gauge(
-            "binlog_drainer_catchup_active", "1 while a Spark catch-up is staging or running"
+            "catchup_active", "1 while a Spark catch-up is staging or running"
         )
-        self.catchup_ranges = self.gauge(
-            "binlog_drainer_catchup_ranges_count", "ranges caught up by Spark jobs"
-        )
-        self.catchup_rows = self.gauge(
-            "binlog_drainer_catchup_rows_count", "row changes caught up by Spark jobs"
-        )
+        self.catchup_ranges = self.gauge("catchup_ranges_count", "ranges caught up by Spark jobs")
+        self.catchup_rows = self.gauge("catchup_rows_count", "row changes caught up by Spark jobs")
         self.catchup_failures = self.gauge(
-            "binlog_drainer_catchup_failed_job_count", "catch-up job runs that failed"
+            "catchup_failed_job_count", "catch-up job runs that failed"
         )
 
     def sync(

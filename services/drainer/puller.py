@@ -28,7 +28,7 @@ from services.drainer.errors import MalformedPayload
 from services.drainer.feed import Inbox
 from services.drainer.item import PulledBinlogItem
 from services.drainer.pullstream import pull_messages
-from tributary.settings.parsers import split_host_port
+from tributary.net import split_host_port
 from tributary.wire.binlog import Pos, PullBinlogReq, PullBinlogResp
 from tributary.wire.peek import MalformedBinlog, peek
 from tributary.wire.views import MalformedMessage, PullBinlogRespView, parse_pull_response

@@ -32,6 +32,9 @@ from urllib.parse import unquote
 
 import hpack
 
+from tributary.errors import TributaryError
+from tributary.net import join_host_port
+
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 WINDOW = 4 << 20  # bytes the pump may send ahead of the consumer
 MAX_FRAME = 1 << 20  # largest frame payload we accept (SETTINGS_MAX_FRAME_SIZE)
@@ -44,8 +47,10 @@ _SETTING = struct.Struct(">HI")
 _STREAM = 1  # the one stream this client opens
 
 
-class PullStreamError(Exception):
-    """The stream ended abnormally (connection lost, reset, error status)."""
+class PullStreamError(TributaryError):
+    """The stream ended abnormally (connection lost, reset, error status); the puller reconnects."""
+
+    retriable = True
 
 
 def frame(ftype: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
@@ -245,7 +250,7 @@ async def pull_messages(
         (":method", "POST"),
         (":scheme", "https" if ssl_context else "http"),
         (":path", path),
-        (":authority", f"{host}:{port}"),
+        (":authority", join_host_port(host, port)),
         ("content-type", "application/grpc"),
         ("te", "trailers"),
     ]

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from services.pump.state import PumpState
 from services.pump.storage import StorageError, StorageFull, WriteItem
+from tributary.errors import TributaryError
 from tributary.wire.binlog import BinlogType
 from tributary.wire.peek import BinlogHeader, MalformedBinlog, peek
 
@@ -33,13 +34,12 @@ class Reason(enum.Enum):
     STORAGE = "storage"
 
 
-class WriteRefused(Exception):
+class WriteRefused(TributaryError):
     """A binlog was not stored; ``retriable`` says whether another try (or pump) may succeed."""
 
     def __init__(self, reason: Reason, message: str, *, retriable: bool) -> None:
-        super().__init__(message)
+        super().__init__(message, retriable=retriable)
         self.reason = reason
-        self.retriable = retriable
 
 
 class BinlogStore(Protocol):

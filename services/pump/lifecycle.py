@@ -22,6 +22,8 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from services.pump.intake import Intake
 from services.pump.storage import Storage
+from tributary.errors import TributaryError
+from tributary.net import split_host_port
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
 from tributary.tso.client import Tso
@@ -35,19 +37,12 @@ NOTIFY_ATTEMPTS = 3
 EARLY_ALERT_GC = 20 * 3600.0  # seconds: alert when a drainer is this close to the GC ts
 
 
-class NotifyFailed(Exception):
+class NotifyFailed(TributaryError):
     """Some online drainer could not be told that this pump joined."""
-
-    retriable = False
-
-
-def _split(addr: str) -> tuple[str, int]:
-    host, _, port = addr.rpartition(":")
-    return host.strip("[]"), int(port)
 
 
 async def _notify_one(addr: str, ssl_context: ssl.SSLContext | None) -> None:
-    host, port = _split(addr)
+    host, port = split_host_port(addr)
     delay = 1.0
     for attempt in range(1, NOTIFY_ATTEMPTS + 1):
         channel = Channel(host, port, ssl=ssl_context)

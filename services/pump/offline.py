@@ -20,15 +20,15 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tributary.errors import TributaryError
+
 log = logging.getLogger(__name__)
 
 MARKER = "OFFLINE"
 
 
-class OfflineMarked(Exception):
+class OfflineMarked(TributaryError):
     """This data directory's pump was taken offline; it does not rejoin on its own."""
-
-    retriable = False
 
 
 def write_marker(data_dir: Path, node_id: str, now: datetime | None = None) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from grpclib.encoding.proto import ProtoCodec
 
-from tributary.wire.protowire import varint
+from tributary.varint import varint
 
 
 @dataclass(frozen=True, slots=True)

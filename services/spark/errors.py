@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
 
-class JobError(Exception):
+
+class JobError(TributaryError):
     """A job could not finish; ``retriable`` says whether running it again may help."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable

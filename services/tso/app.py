@@ -21,7 +21,7 @@ from grpclib.server import Server
 from tributary.coord.cluster_id import ensure_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv
-from tributary.settings.parsers import split_host_port
+from tributary.net import join_host_port, split_host_port
 from tributary.tso.clock import Clock
 from tributary.tso.member import MemberTiming, TsoMember
 from tributary.tso.service import TsoService
@@ -132,7 +132,7 @@ def _bind(addr: str) -> socket.socket:
 def _join(host: str, port: int) -> str:
     if host in ("0.0.0.0", "::", ""):
         raise ValueError("listening on all interfaces: set --advertise-addr to a reachable host")
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return join_host_port(host, port)
 
 
 async def _stop_server(server: Server) -> None:

@@ -31,10 +31,10 @@ from tributary.pumpclient.codec import (
 from tributary.pumpclient.stats import ClientStats
 from tributary.pumpclient.transport import BatchRejected, PumpTransport
 from tributary.registry.status import NodeState, NodeStatus
+from tributary.varint import varint
 from tributary.wire.binlog import Binlog, BinlogType, PumpBase, WriteBinlogReq, WriteBinlogResp
 from tributary.wire.binlogext import PumpBatchBase, WriteBinlogsReq, WriteBinlogsResp
 from tributary.wire.peek import BinlogHeader, peek
-from tributary.wire.protowire import varint
 
 
 @dataclass(frozen=True)

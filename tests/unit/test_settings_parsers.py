@@ -133,9 +133,9 @@ def test_url_lists() -> None:
 
 
 def test_host_port() -> None:
-    assert p.split_host_port("127.0.0.1:8250") == ("127.0.0.1", 8250)
-    assert p.split_host_port("[::1]:8250") == ("::1", 8250)
-    assert p.split_host_port(":8250") == ("", 8250)
-    for bad in ("8250", "host:", "host:x", "::1:8250", "h:70000"):
+    assert p.parse_host_port("127.0.0.1:8250") == "127.0.0.1:8250"
+    assert p.parse_host_port("[::1]:8250") == "[::1]:8250"
+    assert p.parse_host_port(":8250") == ":8250"
+    for bad in ("8250", "host:", "host:x", "::1:8250", "h:70000", 8250):
         with pytest.raises(ValueError):
-            p.split_host_port(bad)
+            p.parse_host_port(bad)

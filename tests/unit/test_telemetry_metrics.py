@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from tributary.telemetry import Metrics, exponential_buckets, render
+from tributary.telemetry import Metrics, exponential_buckets, fq_name, render
 
 
 class PumpMetrics(Metrics):
@@ -82,3 +82,20 @@ def test_exponential_buckets_like_go() -> None:
     assert exponential_buckets(1, 2, 4) == (1, 2, 4, 8)
     with pytest.raises(ValueError):
         exponential_buckets(0, 2, 3)
+
+
+def test_names_are_built_as_go_builds_them() -> None:
+    calls: list[int] = []
+    m = Metrics(namespace="binlog", subsystem="pump", before_scrape=lambda: calls.append(1))
+    m.gauge("gc_ts", "purged up to", subsystem="pump_storage").set(7)
+    m.exact_counter("error_count", "errors", ["type"], subsystem="pump_storage")
+    m.counter("detected_drainer_binlog_purge", "purge alerts").inc()
+    m.histogram("rpc_duration_seconds", "latency", buckets=(0.5,)).observe(0.1)
+    got = samples(m.render())
+    assert calls == [1]  # the hook ran once, before the families were read
+    assert got[("binlog_pump_storage_gc_ts", ())] == 7
+    assert got[("binlog_pump_detected_drainer_binlog_purge_total", ())] == 1
+    assert got[("binlog_pump_rpc_duration_seconds_bucket", (("le", "0.5"),))] == 1
+    assert "# TYPE binlog_pump_storage_error_count untyped" in m.render().decode()
+    assert fq_name("ticdc", "", "owner_ownership") == "ticdc_owner_ownership"
+    assert Metrics().name("plain") == "plain"

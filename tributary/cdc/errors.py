@@ -8,16 +8,11 @@ whether trying again may help (the capture service defines the rest in
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
 
-class CaptureError(Exception):
+
+class CaptureError(TributaryError):
     """Something in the capture cluster failed."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
 
 
 class BadRecord(CaptureError):

@@ -8,16 +8,11 @@ failure is a lost connection or a lock timeout rather than a bad query.
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
 
-class CheckerError(Exception):
+
+class CheckerError(TributaryError):
     """A comparison could not be done; ``retriable`` says whether trying again may help."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
 
 
 class UsageError(CheckerError):

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from tributary.net import split_host_port
 from tributary.settings import (
     DURATION,
     HOST_PORT,
@@ -310,8 +311,8 @@ class DrainerConfig:
     security: SecuritySettings = group(SecuritySettings, "TLS for gRPC and HTTP")
 
     def validate(self) -> Iterator[tuple[str, str]]:
-        host = self.listen.advertise.rsplit(":", 1)[0]
-        if host in ("0.0.0.0", "::", "[::]"):
+        host, _ = split_host_port(self.listen.advertise)
+        if host in ("0.0.0.0", "::"):
             yield "advertise-addr", "must be an address pumps can reach, not a wildcard"
         if self.compressor:
             yield "compressor", "gzip is not supported by this drainer's pull stream; use ''"

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from tributary.net import split_host_port
 from tributary.settings import (
     BYTE_SIZE,
     DAYS_OR_DURATION,
@@ -99,8 +100,8 @@ class PumpConfig:
     security: SecuritySettings = group(SecuritySettings, "TLS for gRPC and HTTP")
 
     def validate(self) -> Iterator[tuple[str, str]]:
-        host = self.listen.advertise.rsplit(":", 1)[0]
-        if host in ("0.0.0.0", "::", "[::]"):
+        host, _ = split_host_port(self.listen.advertise)
+        if host in ("0.0.0.0", "::"):
             yield "advertise-addr", "must be an address other nodes can reach, not a wildcard"
         if self.heartbeat_interval <= 0:
             yield "heartbeat-interval", "must be positive"

@@ -17,7 +17,6 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
 import aetcd
 import grpc  # type: ignore[import-untyped]
@@ -43,20 +42,17 @@ from tributary.coord.kv import (
     TxnResult,
     WatchEvent,
 )
+from tributary.net import AddressError, split_endpoint
 
 log = logging.getLogger(__name__)
 
 
 def _host_port(endpoint: str) -> tuple[str, int]:
-    text = endpoint.strip()
-    parts = urlsplit(text if "://" in text else f"http://{text}")
     try:
-        port = parts.port or 2379
-    except ValueError as e:
-        raise KvError(f"bad etcd endpoint {endpoint!r}: {e}", retriable=False) from e
-    if parts.scheme != "http" or not parts.hostname:
-        raise KvError(f"bad etcd endpoint {endpoint!r}: want [http://]host:port", retriable=False)
-    host = parts.hostname
+        host, port = split_endpoint(endpoint.strip(), schemes=("http",), default_port=2379)
+    except AddressError as e:
+        raise KvError(f"bad etcd endpoint: {e}", retriable=False) from e
+    # aetcd builds its gRPC target as f"{host}:{port}": an IPv6 host keeps its brackets.
     return (f"[{host}]" if ":" in host else host), port
 
 

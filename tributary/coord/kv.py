@@ -12,16 +12,13 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tributary.errors import TributaryError
 
-class KvError(Exception):
+
+class KvError(TributaryError):
     """The coordination store failed; ``retriable`` says whether a retry may help."""
 
     retriable = True
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
 
 
 @dataclass(frozen=True, slots=True)

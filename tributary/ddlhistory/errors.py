@@ -9,16 +9,11 @@ Errors of the libraries underneath are mapped where they are called
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
 
-class DdlHistoryError(Exception):
+
+class DdlHistoryError(TributaryError):
     """A DDL history source failed; ``retriable`` says whether a retry may help."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
 
 
 class MalformedJob(DdlHistoryError):

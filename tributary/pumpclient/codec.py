@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tributary.wire.protowire import read_varint, varint
+from tributary.errors import TributaryError
+from tributary.varint import read_varint, varint
 
 
-class DecodeError(ValueError):
+class DecodeError(TributaryError, ValueError):
     """A response is not the protobuf message it should be."""
 
 

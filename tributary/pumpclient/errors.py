@@ -8,16 +8,16 @@ message text) into :class:`RpcFailure` before they reach the retry logic.
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
 
-class PumpClientError(Exception):
+
+class PumpClientError(TributaryError):
     """Writing a binlog (or starting the client) failed."""
 
-    def __init__(self, message: str, *, retriable: bool = True) -> None:
-        super().__init__(message)
-        self.retriable = retriable
+    retriable = True
 
 
-class RpcFailure(Exception):
+class RpcFailure(TributaryError):
     """One RPC to one pump failed.
 
     ``retriable``: another attempt (on this or another pump) may succeed.
@@ -34,7 +34,6 @@ class RpcFailure(Exception):
         uncertain: bool = False,
         reset: bool = False,
     ) -> None:
-        super().__init__(message)
-        self.retriable = retriable
+        super().__init__(message, retriable=retriable)
         self.uncertain = uncertain
         self.reset = reset

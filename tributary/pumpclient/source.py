@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tributary.coord.kv import Kv, KvError, WatchEventKind
+from tributary.errors import TributaryError
 from tributary.registry.status import NodeKind, NodeStatus, StatusError, kind_prefix
 
 log = logging.getLogger(__name__)
 
 
-class PumpSourceError(Exception):
+class PumpSourceError(TributaryError):
     """The pump list or watch failed; list again and re-watch."""
 
     retriable = True

@@ -19,6 +19,7 @@ from grpclib.client import Channel
 from grpclib.const import Cardinality, Status
 from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 
+from tributary.net import AddressError, split_endpoint
 from tributary.pumpclient.codec import (
     DecodeError,
     decode_reply,
@@ -76,15 +77,6 @@ class _RawReply:
     @staticmethod
     def FromString(data: bytes) -> bytes:
         return data
-
-
-def split_addr(addr: str) -> tuple[str, int]:
-    """``host:port`` (optionally ``scheme://host:port`` or ``[v6]:port``)."""
-    hostport = addr.split("://", 1)[-1].rstrip("/")
-    host, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"pump address {addr!r} is not host:port")
-    return host.strip("[]"), int(port)
 
 
 def status_failure(status: Status, message: str) -> RpcFailure:
@@ -164,9 +156,9 @@ class PumpTransport:
             raise RpcFailure(f"connection to pump {self.addr} is closed")
         if self._channel is None:
             try:
-                host, port = split_addr(self.addr)
-            except ValueError as e:
-                raise RpcFailure(str(e)) from e
+                host, port = split_endpoint(self.addr)
+            except AddressError as e:
+                raise RpcFailure(f"pump address: {e}") from e
             self._channel = Channel(host, port, ssl=self._ssl)
         return self._channel
 

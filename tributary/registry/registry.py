@@ -20,6 +20,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 from tributary.coord.kv import Compare, CompareOp, KeyValue, Kv, Put, WatchEventKind
+from tributary.errors import TributaryError
 from tributary.registry.status import (
     NodeKind,
     NodeState,
@@ -34,10 +35,8 @@ log = logging.getLogger(__name__)
 _SET_STATE_ATTEMPTS = 10
 
 
-class RegistryError(Exception):
+class RegistryError(TributaryError):
     """A registry operation failed; ``retriable`` says whether a retry may help."""
-
-    retriable = False
 
 
 class NodeNotFoundError(RegistryError, LookupError):

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tributary.errors import TributaryError
+
 ROOT = "/tidb-binlog/v1"
 
 
@@ -27,7 +29,7 @@ class NodeState(enum.StrEnum):
     OFFLINE = "offline"
 
 
-class StatusError(ValueError):
+class StatusError(TributaryError, ValueError):
     """A status record could not be parsed."""
 
 

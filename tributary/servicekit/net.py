@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 
-from tributary.settings import split_host_port
+from tributary.net import split_host_port
 
 
 def bind(addr: str) -> socket.socket:

@@ -20,14 +20,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tributary.errors import TributaryError
+from tributary.net import join_host_port, split_host_port
 from tributary.servicekit.net import bind
-from tributary.settings import split_host_port
 
 
-class DataDirBusy(Exception):
+class DataDirBusy(TributaryError):
     """Another process holds the data directory."""
-
-    retriable = False
 
 
 def resolve_node_id(data_dir: Path, configured: str, port: int) -> str:
@@ -91,7 +90,7 @@ async def claim_node(
     sock = bind(addr)
     grpc_port = sock.getsockname()[1]
     host, _ = split_host_port(addr)
-    advertise = advertise_addr or f"{host}:{grpc_port}"
+    advertise = advertise_addr or join_host_port(host, grpc_port)
     with sock, DirLock(data_dir):
         node_id = resolve_node_id(data_dir, configured_id, grpc_port)
         yield ClaimedNode(node_id, sock, grpc_port, advertise)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from tributary.errors import TributaryError
 from tributary.registry.status import NodeState
 from tributary.telemetry.http import ApiError, json_response
 
@@ -23,10 +24,8 @@ class Action(enum.StrEnum):
     CLOSE = "close"
 
 
-class ActionRefused(Exception):
+class ActionRefused(TributaryError):
     """The action is not allowed in the node's current state."""
-
-    retriable = False
 
 
 def add_state_route(

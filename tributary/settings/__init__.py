@@ -35,7 +35,6 @@ from tributary.settings.listen import ListenSettings
 from tributary.settings.loader import load
 from tributary.settings.logs import LogSettings
 from tributary.settings.model import group, setting, tables
-from tributary.settings.parsers import split_host_port
 from tributary.settings.security import SecuritySettings
 
 __all__ = [
@@ -62,6 +61,5 @@ __all__ = [
     "group",
     "load",
     "setting",
-    "split_host_port",
     "tables",
 ]

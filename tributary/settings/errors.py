@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tributary.errors import TributaryError
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -24,10 +26,8 @@ class Problem:
         return f"{self.key} ({self.origin}): {self.message}"
 
 
-class SettingsError(Exception):
+class SettingsError(TributaryError):
     """Invalid configuration; never retriable: the operator has to change it."""
-
-    retriable = False
 
     def __init__(self, problems: Iterable[Problem]) -> None:
         self.problems = tuple(problems)

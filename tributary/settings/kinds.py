@@ -54,7 +54,7 @@ INT_LIST = Kind("INTS", parsers.parse_int_list, list)
 URL_LIST = Kind("URLS", parsers.parse_url_list, list)
 """``tuple[str, ...]`` of http(s) URLs from a TOML array or ``"http://a:2379,http://b:2379"``."""
 HOST_PORT = Kind("HOST:PORT", parsers.parse_host_port)
-"""A ``host:port`` string, validated (see ``parsers.split_host_port``)."""
+"""A ``host:port`` string, validated (see ``tributary.net.split_host_port``)."""
 
 
 def choice(*values: str) -> Kind:

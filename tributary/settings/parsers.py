@@ -13,6 +13,8 @@ import re
 from fractions import Fraction
 from urllib.parse import urlsplit
 
+from tributary.net import split_host_port
+
 _TRUE = frozenset({"true", "1", "yes", "on"})
 _FALSE = frozenset({"false", "0", "no", "off"})
 
@@ -197,18 +199,6 @@ def parse_url_list(value: object) -> tuple[str, ...]:
         except ValueError as e:
             raise ValueError(f"bad port in URL {url!r}") from e
     return urls
-
-
-def split_host_port(addr: str) -> tuple[str, int]:
-    """``"127.0.0.1:8250" -> ("127.0.0.1", 8250)``; IPv6 hosts in brackets: ``"[::1]:8250"``."""
-    host, sep, port_text = addr.rpartition(":")
-    if not sep or not port_text.isdigit() or int(port_text) > 65535:
-        raise ValueError(f"expected host:port, got {addr!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        raise ValueError(f"put an IPv6 host in brackets ('[::1]:8250'), got {addr!r}")
-    return host, int(port_text)
 
 
 def parse_host_port(value: object) -> str:

@@ -28,12 +28,13 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tributary.errors import TributaryError
 from tributary.sinks.model import Txn
 
 DEFAULT_IGNORE_DBS = ("INFORMATION_SCHEMA", "PERFORMANCE_SCHEMA", "mysql")
 
 
-class FilterError(ValueError):
+class FilterError(TributaryError, ValueError):
     """A pattern that does not compile."""
 
 

@@ -18,19 +18,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Protocol
 
+from tributary.errors import TributaryError
+
 SqlValue = int | float | str | bytes | Decimal | None
 Row = Mapping[str, SqlValue]
 
 
-class SinkError(Exception):
+class SinkError(TributaryError):
     """A sink could not apply a batch; ``retriable`` says whether trying again may help."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
 
 
 class UnsupportedDdl(SinkError):

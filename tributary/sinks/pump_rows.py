@@ -39,8 +39,8 @@ from tributary.tidbcodec import (
     encode_updated_row,
     to_datum,
 )
+from tributary.varint import varint
 from tributary.wire.binlog import MutationType
-from tributary.wire.protowire import varint
 
 Row = Mapping[str, Value]
 

@@ -29,6 +29,7 @@ import logging
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
+from tributary.errors import TributaryError
 from tributary.pumpclient import PumpClientError
 from tributary.sinks.model import Ddl, Row, RowChange, RowKind, SinkError, Txn
 from tributary.sinks.model import TableInfo as SinkTable
@@ -143,7 +144,7 @@ class TxnWriter:
                 tasks = [tg.create_task(a, name=f"pump-sink-{what}-{i}") for i, a in enumerate(aws)]
         except ExceptionGroup as eg:
             first = eg.exceptions[0]
-            retriable = all(getattr(e, "retriable", False) for e in eg.exceptions)
+            retriable = all(isinstance(e, TributaryError) and e.retriable for e in eg.exceptions)
             raise SinkError(f"{first}", retriable=retriable) from eg
         return [t.result() for t in tasks]
 

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tributary.errors import TributaryError
+
 FORMAT_VERSION = 1
 RANGE_FILE = "range.json"
 TABLES_DIR = "tables"
@@ -46,15 +48,8 @@ _FLOAT = re.compile(r"^(float|double|real)\b")
 _BYTES = re.compile(r"^(binary|varbinary|tinyblob|blob|mediumblob|longblob|bit)\b")
 
 
-class StagingError(Exception):
+class StagingError(TributaryError):
     """A staged range cannot be written or read; ``retriable`` says whether retrying may help."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
 
 
 def arrow_kind(mysql_type: str) -> str:

@@ -1,8 +1,8 @@
 """Runtime pieces every service shares: logging, metrics, the ops HTTP server and TLS.
 
 Modules: ``telemetry.logs`` (formatters, ``ContextAdapter``, ``configure_logging``,
-``configure_logging_from``), ``telemetry.metrics`` (``Metrics`` base on a per-service registry,
-``render``),
+``configure_logging_from``), ``telemetry.metrics`` (``Metrics`` base on a per-service registry
+with Go's namespace/subsystem naming, ``render``),
 ``telemetry.http`` (``OpsServer``, JSON helpers), ``telemetry.tls`` (SSL contexts from
 ``SecuritySettings``, CN checks) and ``telemetry.grpcauth`` (CN enforcement for grpclib).
 """
@@ -19,6 +19,7 @@ from tributary.telemetry.metrics import (
     ExactNameCounter,
     Metrics,
     exponential_buckets,
+    fq_name,
     render,
 )
 
@@ -32,5 +33,6 @@ __all__ = [
     "configure_logging",
     "configure_logging_from",
     "exponential_buckets",
+    "fq_name",
     "render",
 ]

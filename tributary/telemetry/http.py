@@ -22,6 +22,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from prometheus_client import CollectorRegistry
 
+from tributary.net import join_host_port
 from tributary.telemetry.metrics import CONTENT_TYPE, render
 from tributary.telemetry.tls import cn_allowed, common_names
 
@@ -136,8 +137,7 @@ class OpsServer:
 
     @property
     def url(self) -> str:
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"{'https' if self._ssl else 'http'}://{host}:{self._port}"
+        return f"{'https' if self._ssl else 'http'}://{join_host_port(self._host, self._port)}"
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port."""

@@ -5,6 +5,14 @@ methods, which register them in ``self.registry``. Invariant: nothing here touch
 prometheus_client's global registry, so several services (or several test instances of one) live
 in one process without "duplicated timeseries" errors.
 
+Names are built as Go's client builds them (``prometheus.BuildFQName``): ``namespace``,
+``subsystem`` and ``name`` joined by ``_``, the empty parts left out. ``Metrics(namespace=
+"binlog", subsystem="pump")`` declares ``gauge("gc_ts", ..., subsystem="pump_storage")`` as
+``binlog_pump_storage_gc_ts``, tidb-binlog's name.
+
+Services keep plain numbers on their hot paths and copy them into the families in a
+``before_scrape`` hook, which runs first on every scrape.
+
 Go's client exposes a counter under its exact name while prometheus_client appends ``_total``;
 ``exact_counter`` keeps tidb-binlog's names (``binlog_pump_storage_error_count``) for dashboards
 and alert rules written against them, exposed with ``# TYPE ... untyped``.
@@ -12,7 +20,7 @@ and alert rules written against them, exposed with ``# TYPE ... untyped``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import (
     CollectorRegistry,
@@ -25,6 +33,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.metrics_core import Metric
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """Content-Type of ``render``'s output (Prometheus text format 0.0.4)."""
@@ -62,32 +71,85 @@ class ExactNameCounter(Gauge):
         raise TypeError("a counter cannot be set")
 
 
+def fq_name(namespace: str, subsystem: str, name: str) -> str:
+    """Go's ``prometheus.BuildFQName``: ``("binlog", "pump", "gc_ts")`` -> ``binlog_pump_gc_ts``."""
+    return "_".join(part for part in (namespace, subsystem, name) if part)
+
+
+class _BeforeScrape:
+    """A collector that yields nothing but runs a hook first on every scrape."""
+
+    def __init__(self, hook: Callable[[], None]) -> None:
+        self._hook = hook
+
+    def collect(self) -> Iterator[Metric]:
+        self._hook()
+        return iter(())
+
+
 class Metrics:
     """Base for a service's metric families; each instance owns its ``CollectorRegistry``.
 
+    ``namespace`` and ``subsystem`` prefix every family's name (a family may name its own
+    subsystem). ``before_scrape`` runs on every scrape before any family is read.
     ``process_metrics=True`` adds the process/platform collectors (cpu, memory, fds).
     """
 
     def __init__(
-        self, registry: CollectorRegistry | None = None, *, process_metrics: bool = False
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        namespace: str = "",
+        subsystem: str = "",
+        before_scrape: Callable[[], None] | None = None,
+        process_metrics: bool = False,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self.namespace = namespace
+        self.subsystem = subsystem
+        if before_scrape is not None:
+            # Registered first, so it runs before the families are read.
+            self.registry.register(_BeforeScrape(before_scrape))
         if process_metrics:
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
 
-    def counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
+    def name(self, name: str, subsystem: str | None = None) -> str:
+        """The family's full name: this registry's namespace, the subsystem, ``name``."""
+        return fq_name(self.namespace, self.subsystem if subsystem is None else subsystem, name)
+
+    def counter(
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str] = (),
+        *,
+        subsystem: str | None = None,
+    ) -> Counter:
         """A prometheus_client counter (exposed as ``<name>_total``)."""
-        return Counter(name, documentation, labels, registry=self.registry)
+        return Counter(self.name(name, subsystem), documentation, labels, registry=self.registry)
 
     def exact_counter(
-        self, name: str, documentation: str, labels: Sequence[str] = ()
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str] = (),
+        *,
+        subsystem: str | None = None,
     ) -> ExactNameCounter:
         """A counter exposed under exactly ``name``, as Go clients do."""
-        return ExactNameCounter(name, documentation, labels, registry=self.registry)
+        full = self.name(name, subsystem)
+        return ExactNameCounter(full, documentation, labels, registry=self.registry)
 
-    def gauge(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Gauge:
-        return Gauge(name, documentation, labels, registry=self.registry)
+    def gauge(
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str] = (),
+        *,
+        subsystem: str | None = None,
+    ) -> Gauge:
+        return Gauge(self.name(name, subsystem), documentation, labels, registry=self.registry)
 
     def histogram(
         self,
@@ -95,11 +157,21 @@ class Metrics:
         documentation: str,
         labels: Sequence[str] = (),
         buckets: Sequence[float] = Histogram.DEFAULT_BUCKETS,
+        *,
+        subsystem: str | None = None,
     ) -> Histogram:
-        return Histogram(name, documentation, labels, registry=self.registry, buckets=buckets)
+        full = self.name(name, subsystem)
+        return Histogram(full, documentation, labels, registry=self.registry, buckets=buckets)
 
-    def summary(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Summary:
-        return Summary(name, documentation, labels, registry=self.registry)
+    def summary(
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str] = (),
+        *,
+        subsystem: str | None = None,
+    ) -> Summary:
+        return Summary(self.name(name, subsystem), documentation, labels, registry=self.registry)
 
     def render(self) -> bytes:
         return render(self.registry)

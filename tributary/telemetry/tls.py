@@ -19,6 +19,7 @@ import ssl
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from tributary.errors import TributaryError
 from tributary.settings.security import SecuritySettings
 
 ALPN_GRPC = ("h2",)
@@ -28,10 +29,8 @@ PeerCert = Mapping[str, Any]
 """A certificate as returned by ``SSLSocket.getpeercert()``."""
 
 
-class TlsError(Exception):
+class TlsError(TributaryError):
     """TLS material that cannot be used (missing, unreadable, mismatched); not retriable."""
-
-    retriable = False
 
 
 def server_context(

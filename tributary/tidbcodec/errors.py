@@ -8,11 +8,11 @@ area's errors with ``raise ... from e``.
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
 
-class CodecError(ValueError):
-    """Root of every tidbcodec error."""
 
-    retriable = False
+class CodecError(TributaryError, ValueError):
+    """Root of every tidbcodec error (a ``ValueError`` too)."""
 
 
 class DecodeError(CodecError):

@@ -23,6 +23,7 @@ import math
 import struct
 
 from tributary.tidbcodec.errors import DecodeError, EncodeError
+from tributary.varint import read_varint, varint
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
@@ -129,31 +130,12 @@ def decode_float_desc(buf: bytes, pos: int = 0) -> tuple[float, int]:
 
 
 def encode_uvarint(v: int) -> bytes:
-    check_uint64(v)
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    return varint(check_uint64(v))
 
 
 def decode_uvarint(buf: bytes, pos: int = 0) -> tuple[int, int]:
-    """Go ``binary.Uvarint``: at most 10 bytes, the 10th at most 1."""
-    result = 0
-    shift = 0
-    end = len(buf)
-    for i in range(10):
-        if pos + i >= end:
-            raise DecodeError("insufficient bytes to decode value")
-        b = buf[pos + i]
-        if b < 0x80:
-            if i == 9 and b > 1:
-                raise DecodeError("value larger than 64 bits")
-            return result | (b << shift), pos + i + 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-    raise DecodeError("value larger than 64 bits")
+    """Go ``binary.Uvarint``: at most 10 bytes, the value below 2**64."""
+    return read_varint(buf, pos, len(buf), DecodeError)
 
 
 def encode_varint(v: int) -> bytes:

@@ -43,6 +43,7 @@ from tributary.tidbcodec.datum import (
 )
 from tributary.tidbcodec.errors import DecodeError
 from tributary.tidbcodec.row import is_empty_row, reject_new_format
+from tributary.varint import read_varint
 
 V = TypeVar("V")
 
@@ -105,7 +106,7 @@ class RowDecoder(Generic[V]):
     def inserted(self, data: bytes) -> Values[V]:
         """Handle datum(s), then the row; a handle column missing from the row is filled."""
         if len(self._handle) == 1 and data and data[0] == VARINT_FLAG:  # an int handle
-            u, pos = _uvarint(data, 1, len(data))
+            u, pos = read_varint(data, 1, len(data), DecodeError)
             row, ordered = self._row(data, pos)
             c = self._handle[0]
             if c is not None and c.name not in row:
@@ -175,7 +176,7 @@ class RowDecoder(Generic[V]):
                 if u < 0x80:
                     pos += 1
                 else:
-                    u, pos = _uvarint(data, pos, end)
+                    u, pos = read_varint(data, pos, end, DecodeError)
                 col_id = ~(u >> 1) if u & 1 else u >> 1
             else:
                 col_id, pos = _column_id(data, pos)
@@ -190,7 +191,7 @@ class RowDecoder(Generic[V]):
                 if u < 0x80:
                     pos += 1
                 else:
-                    u, pos = _uvarint(data, pos, end)
+                    u, pos = read_varint(data, pos, end, DecodeError)
                 if flag == UVARINT_FLAG:
                     value = None if c is None else c.on_uint(u)
                 elif flag == VARINT_FLAG:
@@ -228,31 +229,6 @@ class RowDecoder(Generic[V]):
             else:
                 raise _repeated(col_id, second is not None)
         return ordered, unknown
-
-
-def _uvarint(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    """Go ``binary.Uvarint`` at ``pos``: at most 10 bytes, the value within 64 bits."""
-    if end - pos >= 3:  # up to 3 bytes (values below 2**21) without the loop
-        b0, b1, b2 = data[pos], data[pos + 1], data[pos + 2]
-        if b0 < 0x80:
-            return b0, pos + 1
-        if b1 < 0x80:
-            return (b0 & 0x7F) | b1 << 7, pos + 2
-        if b2 < 0x80:
-            return (b0 & 0x7F) | (b1 & 0x7F) << 7 | b2 << 14, pos + 3
-    result = shift = 0
-    while pos < end:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            if result >> 64:
-                raise DecodeError("value larger than 64 bits")
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            raise DecodeError("value larger than 64 bits")
-    raise DecodeError("insufficient bytes to decode value")
 
 
 def _column_id(data: bytes, pos: int) -> tuple[int, int]:

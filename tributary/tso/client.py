@@ -28,7 +28,7 @@ from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
 from tributary.coord.election import current_leader
 from tributary.coord.kv import Kv, KvError
-from tributary.settings.parsers import split_host_port
+from tributary.net import split_host_port
 from tributary.tso.allocator import MAX_COUNT
 from tributary.tso.errors import NotLeader, TsoError
 from tributary.tso.keys import LEADER_PREFIX

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
 
-class TsoError(Exception):
+
+class TsoError(TributaryError):
     """A timestamp could not be obtained."""
 
-    def __init__(self, message: str, *, retriable: bool = True) -> None:
-        super().__init__(message)
-        self.retriable = retriable
+    retriable = True
 
 
 class NotLeader(TsoError):

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tributary.errors import TributaryError
+from tributary.varint import int64 as _int64
+from tributary.varint import read_varint
 from tributary.wire.binlog import BinlogType
-from tributary.wire.protowire import int64 as _int64
-from tributary.wire.protowire import read_varint
 
 
-class MalformedBinlog(ValueError):
+class MalformedBinlog(TributaryError, ValueError):
     """The payload is not a valid marshalled binlog.Binlog."""
 
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tributary.wire.protowire import int64 as _int64
-from tributary.wire.protowire import read_varint
+from tributary.errors import TributaryError
+from tributary.varint import int64 as _int64
+from tributary.varint import read_varint
 
 
-class MalformedMessage(ValueError):
+class MalformedMessage(TributaryError, ValueError):
     """The bytes are not a well-formed message of the expected type."""
 
 

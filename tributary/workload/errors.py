@@ -10,16 +10,11 @@ a :class:`Conflict`; a dropped connection is :class:`ConnectionLost`; anything e
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
 
-class WorkloadError(Exception):
+
+class WorkloadError(TributaryError):
     """The workload could not do what it was asked; ``retriable`` says if a retry may help."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
 
 
 class UpstreamError(WorkloadError):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import errno
 
+from tributary.errors import TributaryError
+
 # OS errors that will not go away by themselves: the disk is full, over quota,
 # read-only, the file is too big, or the device failed.
 _PERMANENT_ERRNOS = frozenset(
@@ -16,15 +18,10 @@ _PERMANENT_ERRNOS = frozenset(
 )
 
 
-class StorageError(Exception):
+class StorageError(TributaryError):
     """The storage could not complete an operation."""
 
     retriable = True
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
 
 
 class StorageFull(StorageError):

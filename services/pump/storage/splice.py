@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tributary.varint import read_varint
 from tributary.wire.peek import MalformedBinlog
-from tributary.wire.protowire import read_varint
 
 COPIED_FIELDS = frozenset({5, 6, 7, 8})  # prewrite_value, ddl_query, ddl_job_id, ddl_schema_state
 

@@ -9,6 +9,8 @@ Errors are classified by type and MySQL error code, never by message text.
 
 from __future__ import annotations
 
+from tributary.errors import TributaryError
+
 # Server error codes after which reopening the dump may work.
 RETRIABLE_CODES = frozenset(
     {
@@ -24,15 +26,8 @@ RETRIABLE_CODES = frozenset(
 )
 
 
-class SourceError(Exception):
+class SourceError(TributaryError):
     """Reading the upstream binlog failed; ``retriable`` says whether reopening may help."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
 
 
 class ConnectionLost(SourceError):

@@ -1,0 +1,85 @@
+"""The services' metric families keep tidb-binlog's and TiCDC's names, types and labels."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from services.capture.metrics import CaptureMetrics
+from services.drainer.metrics import DrainerMetrics
+from services.pump.metrics import PumpMetrics
+from tributary.cdc.keys import FeedId
+
+
+def families(text: bytes) -> dict[str, Any]:
+    return {f.name: f for f in text_string_to_metric_families(text.decode())}
+
+
+def test_pump_families() -> None:
+    m = PumpMetrics()
+    m.rpc_duration.labels("WriteBinlog", "succ").observe(0.001)
+    m.errors.labels("write").set(1)
+    got = families(m.render())
+    assert got["binlog_pump_rpc_duration_seconds"].type == "histogram"
+    buckets = [s for s in got["binlog_pump_rpc_duration_seconds"].samples if "le" in s.labels]
+    assert len(buckets) == 23 and buckets[0].labels["le"] == "5e-05"  # 22 + +Inf
+    for name in (
+        "binlog_pump_storage_max_commit_ts",
+        "binlog_pump_storage_gc_ts",
+        "binlog_pump_storage_done_gc_ts",
+        "binlog_pump_storage_deleted_kv_total",
+        "binlog_pump_storage_storage_size_bytes",
+        "binlog_pump_storage_error_count",
+        "binlog_pump_storage_query_tikv_count",
+        "binlog_pump_loss_binlog_count",
+        "binlog_pump_binlogs_written",
+    ):
+        assert got[name].type == "gauge", name
+    assert got["binlog_pump_detected_drainer_binlog_purge"].type == "counter"
+    assert "process_cpu_seconds" in got
+
+
+def test_drainer_families() -> None:
+    got = families(DrainerMetrics().render())
+    for name in (
+        "binlog_drainer_pump_position",
+        "binlog_drainer_checkpoint_tso",
+        "binlog_drainer_checkpoint_delay_seconds",
+        "binlog_drainer_disorder_binlog_count",
+        "binlog_drainer_duplicate_binlog_count",
+        "binlog_drainer_merged_binlog_count",
+        "binlog_drainer_applied_binlog_count",
+        "binlog_drainer_catchup_active",
+        "binlog_drainer_catchup_ranges_count",
+        "binlog_drainer_catchup_rows_count",
+        "binlog_drainer_catchup_failed_job_count",
+    ):
+        assert got[name].type == "gauge", name
+
+
+def test_capture_families_follow_the_capture_on_every_scrape() -> None:
+    processor = SimpleNamespace(checkpoint_ts=1005, applied_rows=42)
+    manager = SimpleNamespace(
+        running={FeedId("default", "cf-1"): SimpleNamespace(processor=processor)}
+    )
+    capture: Any = SimpleNamespace(is_owner=lambda: True, manager=manager)
+    current: list[Any] = []
+    m = CaptureMetrics(lambda: current[0] if current else None)
+
+    got = families(m.render())
+    assert [s.value for s in got["ticdc_owner_ownership"].samples] == [0.0]
+    assert got["ticdc_processor_checkpoint_ts"].samples == []
+
+    current.append(capture)
+    got = families(m.render())
+    assert [s.value for s in got["ticdc_owner_ownership"].samples] == [1.0]
+    labels = {"namespace": "default", "changefeed": "cf-1"}
+    (checkpoint,) = got["ticdc_processor_checkpoint_ts"].samples
+    (rows,) = got["ticdc_processor_applied_rows"].samples
+    assert (checkpoint.labels, checkpoint.value) == (labels, 1005.0)
+    assert (rows.labels, rows.value) == (labels, 42.0)
+
+    manager.running = {}  # the feed stopped: its series go away
+    assert families(m.render())["ticdc_processor_checkpoint_ts"].samples == []
