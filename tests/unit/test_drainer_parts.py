@@ -100,6 +100,15 @@ def test_downstream_url_from_db_type_and_syncer_to(tmp_path: Path) -> None:
         "sqlite": f"sqlite://{tmp_path}/downstream.db",
         "print": "print://",
     }
+    kafka = tmp_path / "kafka.toml"
+    kafka.write_text(
+        '[syncer]\ndb-type = "kafka"\n[syncer.to]\nkafka-addrs = "k1:9092,k2:9092"\n'
+        'kafka-version = "2.4.0"\nkafka-max-messages = 10\nkafka-max-message-size = 2048\n'
+    )
+    assert load(DrainerConfig, ["--config", str(kafka)], {}, "DRAINER").syncer.sink_url("d") == (
+        "kafka://k1:9092,k2:9092/?kafka-version=2.4.0&kafka-max-messages=10"
+        "&kafka-max-message-size=2048&kafka-client-id=tidb_binlog"
+    )
     explicit = load(DrainerConfig, ["--syncer-sink-uri", "blackhole://"], {}, "DRAINER")
     assert explicit.syncer.sink_url("d") == "blackhole://"
 

@@ -22,14 +22,14 @@ def test_redact_hides_only_the_password() -> None:
 
 
 def test_known_schemes() -> None:
-    assert set(OPENERS) == {"sqlite", "blackhole", "print", "file", "mysql", "pump"}
+    assert set(OPENERS) == {"sqlite", "blackhole", "print", "file", "mysql", "pump", "kafka"}
     assert scheme_of("SQLite:///x.db") == "sqlite"
 
 
 async def test_unknown_scheme_lists_the_known_ones() -> None:
-    known = r"blackhole://, file://, mysql://, print://, pump://, sqlite://"
+    known = r"blackhole://, file://, kafka://, mysql://, print://, pump://, sqlite://"
     with pytest.raises(SinkError, match=known) as e:
-        async with open_sink("kafka://127.0.0.1:9092", OPTS):
+        async with open_sink("nosuch://127.0.0.1:9092", OPTS):
             pass
     assert not e.value.retriable
 

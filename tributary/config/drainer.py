@@ -34,7 +34,7 @@ from tributary.settings import (
 )
 from tributary.sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter
 
-DB_TYPES = ("mysql", "tidb", "file", "pb", "sqlite", "print", "blackhole")
+DB_TYPES = ("mysql", "tidb", "file", "pb", "kafka", "sqlite", "print", "blackhole")
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,16 @@ class ToConfig:
     dir: str = setting("", "file sink: directory of the binlog files (default: data-dir)")
     retention_time: int = setting(0, "file sink: days to keep binlog files (0 = forever)")
     path: str = setting("", "sqlite: database file (default: <data-dir>/downstream.db)")
+    kafka_addrs: str = setting(
+        "127.0.0.1:9092", "kafka: brokers, comma separated (environment KAFKA_ADDRS)"
+    )
+    kafka_version: str = setting("0.8.2.0", "kafka: accepted for tidb-binlog; negotiated instead")
+    kafka_max_messages: int = setting(1024, "kafka: messages in flight before waiting for acks")
+    kafka_max_message_size: int = setting(
+        1 << 30, "kafka: bytes of the largest message (transaction) the producer sends"
+    )
+    kafka_client_id: str = setting("tidb_binlog", "kafka: client id")
+    topic_name: str = setting("", "kafka: topic (default: <cluster-id>_obinlog)")
 
 
 @dataclass(frozen=True)
@@ -263,6 +273,16 @@ class SyncerConfig:
         if kind in ("file", "pb"):
             where = os.path.abspath(to.dir or data_dir)
             return f"file://{where}?retention-time={to.retention_time}"
+        if kind == "kafka":
+            addrs = to.kafka_addrs
+            if addrs == "127.0.0.1:9092":
+                addrs = os.environ.get("KAFKA_ADDRS", addrs)
+            query = (
+                f"kafka-version={quote(to.kafka_version)}&kafka-max-messages={to.kafka_max_messages}"
+                f"&kafka-max-message-size={to.kafka_max_message_size}"
+                f"&kafka-client-id={quote(to.kafka_client_id)}"
+            )
+            return f"kafka://{addrs.replace(' ', '')}/{quote(to.topic_name, safe='')}?{query}"
         if kind == "sqlite":
             return "sqlite://" + os.path.abspath(to.path or os.path.join(data_dir, "downstream.db"))
         return f"{kind}://"

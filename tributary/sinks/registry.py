@@ -8,6 +8,8 @@
   TiDB (``sinks.mysql`` lists the options).
 * ``file:///DIR?segment-size=512MiB&retention-time=7``: tidb-binlog's binlog files of
   ``pb_binlog`` records, readable by ``reparo`` (``sinks.file``).
+* ``kafka://HOST:PORT[,HOST:PORT]/[TOPIC]?kafka-max-message-size=1GiB``: tidb-binlog's secondary
+  binlog, one message per transaction, topic ``<cluster-id>_obinlog`` by default (``sinks.kafka``).
 * ``pump://ETCD_HOST:PORT[,HOST:PORT]/?name=X&cluster-id=N``: binlogs into a pump cluster, as
   TiDB writes them, for a drainer to read (``sinks.pump``).
 
@@ -20,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from urllib.parse import SplitResult, urlsplit
 
-from tributary.sinks import file, mysql, pump
+from tributary.sinks import file, kafka, mysql, pump
 from tributary.sinks.blackhole import BlackholeSink
 from tributary.sinks.model import Sink, SinkError, SinkOptions
 from tributary.sinks.printer import PrintSink
@@ -54,6 +56,7 @@ OPENERS: dict[str, Opener] = {
     "file": file.open_url,
     "mysql": mysql.open_url,
     "pump": pump.open_url,
+    "kafka": kafka.open_url,
 }
 
 

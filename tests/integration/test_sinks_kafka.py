@@ -1,0 +1,89 @@
+"""The kafka:// sink on a real broker: one secondary binlog per transaction on partition 0, the
+checkpoint read back from the topic, an unreachable broker retried without loss or duplicates,
+and a message over the broker's limit refused with the transaction named."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from tributary.sinks.kafka.secondary import decode_txn
+from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
+from tributary.sinks.registry import open_sink
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tests.support.kafka import KafkaBroker
+
+pytest_plugins = ["tests.support.kafka"]
+
+T = TableInfo.build("db", "t", [("id", "bigint"), ("v", "varchar(64)")], ["id"])
+OPTS = SinkOptions(cluster_id=6789)
+
+
+def txn(ts: int, *ids: int, size: int = 1) -> Txn:
+    rows = tuple(RowChange.insert(T, {"id": i, "v": "x" * size}) for i in ids)
+    return Txn(ts, ts - 1, rows=rows)
+
+
+async def read_topic(bootstrap: str, topic: str) -> list[tuple[int, Txn]]:
+    """Every message of partition 0 of ``topic``: (partition, transaction)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        assert topic in await consumer.topics()  # also loads the topic's metadata
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        end = (await consumer.end_offsets([tp]))[tp]
+        assert end > 0, f"{topic} is empty"
+        consumer.seek(tp, 0)
+        out: list[tuple[int, Txn]] = []
+        last = -1
+        while last < end - 1:
+            for msgs in (await consumer.getmany(timeout_ms=1000)).values():
+                out += [(m.partition, decode_txn(m.value)) for m in msgs if m.value is not None]
+                last = max([last, *(m.offset for m in msgs)])
+        return out
+    finally:
+        await consumer.stop()
+
+
+async def test_batches_checkpoint_and_broker_outage(kafka: KafkaBroker) -> None:
+    url = f"kafka://{kafka.bootstrap}/?ack-timeout=3"
+    async with open_sink(url, OPTS) as sink:
+        assert await sink.checkpoint() is None
+        await sink.apply([txn(10, 1, 2), Txn(11), txn(12, 3)])
+        await sink.apply([Txn(20, ddl=Ddl("db", "alter table t add c int", "t"))])
+        assert await sink.checkpoint() == 20
+        kafka.kill()
+        with pytest.raises(SinkError) as e:
+            await sink.apply([txn(30, 4), txn(31, 5)])
+        assert e.value.retriable
+        kafka.start()
+        await sink.apply([txn(30, 4), txn(31, 5)])  # the drainer's retry of the same batch
+        assert await sink.checkpoint() == 31
+    async with open_sink(url, OPTS) as sink:  # a restarted drainer: the topic says where it is
+        assert await sink.checkpoint() == 31
+        await sink.apply([txn(12, 3), txn(31, 5), txn(40, 6)])  # a replay: only 40 is new
+    got = await read_topic(kafka.bootstrap, "6789_obinlog")
+    assert {p for p, _ in got} == {0}
+    assert [t.commit_ts for _, t in got] == [10, 12, 20, 30, 31, 40]
+    assert [dict(r.values)["id"] for _, t in got for r in t.rows] == [1, 2, 3, 4, 5, 6]
+    assert got[2][1].ddl == Ddl("db", "alter table t add c int", "t")
+
+
+async def test_message_over_the_broker_limit_names_the_transaction(
+    kafka_factory: Callable[..., KafkaBroker],
+) -> None:
+    broker = kafka_factory(message_max_bytes="20000")
+    async with open_sink(f"kafka://{broker.bootstrap}/big?ack-timeout=10", OPTS) as sink:
+        await sink.apply([txn(5, 1)])
+        with pytest.raises(SinkError, match=r"txn 6 \(start ts 5, 1 row changes\)") as e:
+            await sink.apply([txn(6, 2, size=50000)])
+        assert not e.value.retriable
+        assert await sink.checkpoint() == 5
+        await sink.apply([txn(7, 3)])  # the drainer stops; a sink reopened still works
+    assert [t.commit_ts for _, t in await read_topic(broker.bootstrap, "big")] == [5, 7]
