@@ -42,7 +42,7 @@ from tributary.sinks.model import (
 from tributary.sinks.pbcodec import ColType, column_type
 from tributary.tidbcodec import mysqltypes as mt
 from tributary.tidbcodec.enumset import enum_index, set_mask
-from tributary.wire.protowire import varint
+from tributary.varint import varint
 from tributary.wire.slave.binlog import Binlog, BinlogType, Column, MutationType, Table
 
 
