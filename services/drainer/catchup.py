@@ -43,7 +43,7 @@ from typing import Any, NoReturn, Protocol
 
 from services.drainer.catchup_job import JobRunner, JobSpec, retriable_exit, run_job
 from services.drainer.errors import DrainerError
-from tributary.sinks.model import Txn
+from tributary.change import Txn
 from tributary.staging import RangeInfo, StagingWriter
 from tributary.wire.ts import physical_ms
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from services.drainer.catchup_job import K8S_STOP_GRACE, JobSpec, KubernetesJob
+from tributary.change import DEFAULT_IGNORE_DBS, FilterError, TableFilter
 from tributary.settings import (
     DURATION,
     HOST_PORT,
@@ -31,7 +32,6 @@ from tributary.settings import (
     setting,
     tables,
 )
-from tributary.sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter
 
 DB_TYPES = ("mysql", "tidb", "file", "pb", "sqlite", "print", "blackhole")
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from services.reparo.config import ReparoConfig
 from services.reparo.reader import read_txns
-from tributary.sinks.model import SinkOptions, Txn
+from tributary.change import Txn
+from tributary.sinks import SinkOptions
 from tributary.sinks.registry import open_sink
 
 log = logging.getLogger(__name__)

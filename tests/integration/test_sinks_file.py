@@ -16,9 +16,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tributary.change import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks import SinkError, SinkOptions
 from tributary.sinks.binlogfile import Record, encode, list_segments, read_directory, segment_name
 from tributary.sinks.file import SAVEPOINT, FileSink, open_url
-from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
 from tributary.sinks.pbcodec import decode_txn, encode_txn
 
 ROOT = Path(__file__).resolve().parents[2]

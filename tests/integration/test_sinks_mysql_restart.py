@@ -13,7 +13,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
+from tributary.change import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks import SinkError, SinkOptions
 from tributary.sinks.mysql import MysqlSink, open_url
 from tributary.sinks.mysql_config import parse_url
 

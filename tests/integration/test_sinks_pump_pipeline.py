@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.pipeline import Pipeline, running_pipeline
+from tributary.change import Ddl, RowChange, SqlValue, TableInfo, Txn
+from tributary.sinks import SinkOptions
 from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.model import Ddl, RowChange, SinkOptions, SqlValue, TableInfo, Txn
 from tributary.sinks.pump import checkpoint_key
 from tributary.sinks.pump_types import column_type
 from tributary.sinks.pump_values import typed

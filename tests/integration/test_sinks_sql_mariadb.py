@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import asyncmy.errors
 import pytest
 
+from tributary.change import Ddl, RowChange, TableInfo
 from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.model import Ddl, RowChange, TableInfo
 from tributary.sinks.sql import (
     MYSQL,
     Statement,

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from tributary.change import Ddl, Row, RowChange, TableInfo, Txn
+from tributary.sinks import SinkError, UnsupportedDdl
 from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.model import Ddl, Row, RowChange, SinkError, TableInfo, Txn, UnsupportedDdl
 from tributary.sinks.sqlite import SqliteSink
 
 ROOT = Path(__file__).resolve().parents[2]

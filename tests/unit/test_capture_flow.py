@@ -23,7 +23,7 @@ from services.capture.processor import Processor, ProcessorOptions
 from services.capture.state import ClusterState, FeedView
 from tests.support.capture_fakes import FakeDownstream, FakeLog
 from tributary.coord.memory import MemoryKv
-from tributary.sinks.model import SinkError
+from tributary.sinks import SinkError
 
 KEYS = Keys("default")
 FEED = FeedId("default", "cf-1")

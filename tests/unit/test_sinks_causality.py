@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tributary.change import RowChange, RowKind, TableInfo
 from tributary.sinks.causality import Causality, keys_of
-from tributary.sinks.model import RowChange, RowKind, TableInfo
 
 T = TableInfo.build(
     "s", "t", [("id", "int"), ("u", "varchar(5)"), ("v", "int")], ["id"], {"uk": ["u"]}

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tributary.change import Row, RowChange, RowKind, TableInfo
 from tributary.sinks.compact import Compacted, compact
-from tributary.sinks.model import Row, RowChange, RowKind, TableInfo
 from tributary.sinks.mysql_statements import chunks, compacted_statements, plain_statements
 
 T = TableInfo.build("s", "t", [("id", "int"), ("u", "int"), ("v", "int")], ["id"], {"uk": ["u"]})

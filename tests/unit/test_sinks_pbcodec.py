@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tributary.sinks.model import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
+from tributary.change import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
 from tributary.sinks.pbcodec import (
     PbCodecError,
     column_type,

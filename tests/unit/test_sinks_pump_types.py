@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tributary.change import TableInfo
 from tributary.ddlhistory import mysql_type
-from tributary.sinks.model import TableInfo
 from tributary.sinks.pump_types import UnsupportedType, column_type, comparison_key, tidb_table
 from tributary.tidbcodec import mysqltypes as mt
 

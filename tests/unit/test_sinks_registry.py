@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tributary.change import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks import SinkError
 from tributary.sinks.blackhole import BlackholeSink
-from tributary.sinks.model import Ddl, RowChange, SinkError, TableInfo, Txn
 from tributary.sinks.registry import OPENERS, SinkOptions, open_sink, redact, scheme_of
 from tributary.sinks.sqlite import SqliteSink
 

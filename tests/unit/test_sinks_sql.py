@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from tributary.sinks.model import Ddl, Row, RowChange, SqlValue, TableInfo
+from tributary.change import Ddl, Row, RowChange, SqlValue, TableInfo
 from tributary.sinks.sql import (
     MYSQL,
     SQLITE,

@@ -6,7 +6,8 @@ import sqlite3
 
 import pytest
 
-from tributary.sinks.model import Ddl, UnsupportedDdl
+from tributary.change import Ddl
+from tributary.sinks import UnsupportedDdl
 from tributary.sinks.mysql_lexer import tokenize
 from tributary.sinks.sqlite_ddl import DropColumn, DropSchema, Step, translate
 

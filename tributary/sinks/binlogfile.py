@@ -32,7 +32,7 @@ from typing import BinaryIO
 
 from crc32c import crc32c
 
-from tributary.sinks.model import SinkError
+from tributary.sinks.port import SinkError
 
 log = logging.getLogger(__name__)
 

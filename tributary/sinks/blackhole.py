@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import TracebackType
 
-from tributary.sinks.model import SinkError, Txn, pending
+from tributary.change import Txn
+from tributary.sinks.port import SinkError, pending
 
 
 class BlackholeSink:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
-from tributary.sinks.model import Row, RowChange, SqlValue
+from tributary.change import Row, RowChange, SqlValue
 
 
 def _text(v: SqlValue) -> str:

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tributary.sinks.model import SinkError
+from tributary.sinks.port import SinkError
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import SplitResult, parse_qsl
 
+from tributary.change import Txn
 from tributary.settings.parsers import parse_byte_size
 from tributary.sinks import pbcodec
 from tributary.sinks.binlogfile import (
@@ -46,7 +47,7 @@ from tributary.sinks.binlogfile import (
     io_error,
     list_segments,
 )
-from tributary.sinks.model import SinkError, SinkOptions, Txn, pending
+from tributary.sinks.port import SinkError, SinkOptions, pending
 
 log = logging.getLogger(__name__)
 

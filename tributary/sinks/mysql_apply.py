@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from tributary.change import RowChange, Txn
 from tributary.sinks.compact import compact
-from tributary.sinks.model import RowChange, SinkError, Txn
 from tributary.sinks.mysql_conn import (
     DRIVER_ERRORS,
     IGNORABLE_DDL_CODES,
@@ -25,6 +25,7 @@ from tributary.sinks.mysql_conn import (
     sink_error,
 )
 from tributary.sinks.mysql_statements import compacted_statements, plain_statements
+from tributary.sinks.port import SinkError
 from tributary.sinks.sql import Statement, mysql_ddl
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,8 @@ import asyncmy
 from asyncmy.connection import Connection
 from asyncmy.errors import InterfaceError, MySQLError
 
-from tributary.sinks.model import SinkError, SqlValue
+from tributary.change import SqlValue
+from tributary.sinks.port import SinkError
 from tributary.sinks.sql import Statement
 
 log = logging.getLogger(__name__)

@@ -31,12 +31,13 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from tributary.change import RowChange, Txn
 from tributary.sinks.causality import Causality, keys_of
 from tributary.sinks.compact import compact
-from tributary.sinks.model import RowChange, SinkError, Txn
 from tributary.sinks.mysql_apply import groups_of, run_transaction
 from tributary.sinks.mysql_conn import DRIVER_ERRORS, LOCK_CODES, Downstream, error_code, sink_error
 from tributary.sinks.mysql_statements import compacted_statements
+from tributary.sinks.port import SinkError
 
 log = logging.getLogger(__name__)
 

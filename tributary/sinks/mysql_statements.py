@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 
+from tributary.change import Row, RowChange, RowKind, TableInfo
 from tributary.sinks.compact import Compacted
-from tributary.sinks.model import Row, RowChange, RowKind, TableInfo
 from tributary.sinks.sql import MYSQL, Statement, delete, delete_many, insert, row_statements
 
 MAX_ROWS = 1000

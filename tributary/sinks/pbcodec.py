@@ -10,7 +10,7 @@ update ``value`` = the OLD value, ``changed_value`` = the NEW one. Datums as tid
 FLOAT/DOUBLE Float, ENUM the Uint index, SET the Uint bitmask, and the text of everything else
 (decimal, temporal, JSON, strings) as Bytes. A checkpoint-only Txn has no record (None).
 
-``Binlog`` -> ``Txn`` is the reverse: values come back as the sinks take them (sinks/model.py),
+``Binlog`` -> ``Txn`` is the reverse: values come back as the sinks take them (change/model.py),
 each row with a ``TableInfo`` built from its columns and no keys (pb_binlog carries none, so
 downstream rows are identified by all their columns). Example: column ``e enum('a','b')`` with
 value ``'b'`` is written ``tp = b'\\xf7'``, ``value = 09 02`` (uvarint 2) and read back as ``'b'``.
@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 
-from tributary.sinks.model import Ddl, RowChange, RowKind, SinkError, SqlValue, TableInfo, Txn
+from tributary.change import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
 from tributary.sinks.mysql_lexer import Cursor, tokenize
+from tributary.sinks.port import SinkError
 from tributary.tidbcodec import (
     NULL,
     BytesDatum,

@@ -17,7 +17,8 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from tributary.sinks.model import Row, RowKind, SinkError, Txn, pending
+from tributary.change import Row, RowKind, Txn
+from tributary.sinks.port import SinkError, pending
 
 
 def _row(values: Row) -> str:

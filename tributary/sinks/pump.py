@@ -23,13 +23,14 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from urllib.parse import SplitResult, parse_qsl
 
+from tributary.change import Txn
 from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv, KvError
 from tributary.ddlhistory import KvDdlHistory
 from tributary.pumpclient import PumpClientError, PumpsClient
 from tributary.settings.security import SecuritySettings
-from tributary.sinks.model import SinkError, SinkOptions, Txn, pending
+from tributary.sinks.port import SinkError, SinkOptions, pending
 from tributary.sinks.pump_catalog import PumpCatalog
 from tributary.sinks.pump_rows import BinlogWriter
 from tributary.sinks.pump_write import TxnWriter

@@ -31,6 +31,8 @@ import functools
 import logging
 from collections.abc import Callable
 
+from tributary.change import Ddl
+from tributary.change import TableInfo as SinkTable
 from tributary.ddlhistory import (
     Action,
     Counter,
@@ -42,8 +44,7 @@ from tributary.ddlhistory import (
     SchemaState,
     ddl_job,
 )
-from tributary.sinks.model import Ddl, SinkError
-from tributary.sinks.model import TableInfo as SinkTable
+from tributary.sinks.port import SinkError
 from tributary.sinks.pump_rows import Table
 from tributary.sinks.pump_schema import HistoryCatalog
 from tributary.sinks.pump_types import comparison_key, tidb_table

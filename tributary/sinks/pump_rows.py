@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tributary.change import TableInfo as SinkTable
 from tributary.ddlhistory import ColumnInfo, TableInfo
-from tributary.sinks.model import TableInfo as SinkTable
 from tributary.sinks.pump_values import Value
 from tributary.tidbcodec import (
     EXTRA_HANDLE_ID,

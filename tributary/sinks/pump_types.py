@@ -1,6 +1,6 @@
 """TiDB table infos for the tables sinks see: MySQL type strings -> field types, column ids.
 
-A ``sinks.model.TableInfo`` names its columns' types as MySQL DDL writes them
+A ``change.TableInfo`` names its columns' types as MySQL DDL writes them
 (``bigint(20) unsigned``, ``varchar(32) character set latin1``, ``enum('a','b')``); the pump
 sink registers each table in the DDL history as the table info TiDB would record for it, so
 the drainer decodes the sink's rows with the same types. :func:`column_type` parses a type
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from tributary.change import TableInfo as SinkTable
 from tributary.ddlhistory import TableInfo as TidbTable
 from tributary.ddlhistory import mysql_type, table_info
-from tributary.sinks.model import SinkError
-from tributary.sinks.model import TableInfo as SinkTable
 from tributary.sinks.mysql_lexer import Cursor
+from tributary.sinks.port import SinkError
 from tributary.tidbcodec import mysqltypes as mt
 
 

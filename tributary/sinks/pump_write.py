@@ -29,9 +29,10 @@ import logging
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
+from tributary.change import Ddl, Row, RowChange, RowKind, Txn
+from tributary.change import TableInfo as SinkTable
 from tributary.pumpclient import PumpClientError
-from tributary.sinks.model import Ddl, Row, RowChange, RowKind, SinkError, Txn
-from tributary.sinks.model import TableInfo as SinkTable
+from tributary.sinks.port import SinkError
 from tributary.sinks.pump_catalog import PumpCatalog
 from tributary.sinks.pump_rows import BinlogWriter, MutationBuilder, Table
 from tributary.sinks.pump_values import Value, typed

@@ -22,7 +22,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from tributary.sinks import file, mysql, pump
 from tributary.sinks.blackhole import BlackholeSink
-from tributary.sinks.model import Sink, SinkError, SinkOptions
+from tributary.sinks.port import Sink, SinkError, SinkOptions
 from tributary.sinks.printer import PrintSink
 from tributary.sinks.sqlite import SqliteSink
 from tributary.sinks.urls import redact

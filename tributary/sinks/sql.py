@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 
-from tributary.sinks.model import Ddl, Row, RowChange, RowKind, SqlValue, TableInfo
+from tributary.change import Ddl, Row, RowChange, RowKind, SqlValue, TableInfo
 
 CHECKPOINT_SCHEMA = "tidb_binlog"
 CHECKPOINT_TABLE = "checkpoint"

@@ -23,8 +23,9 @@ from types import TracebackType
 
 import aiosqlite
 
+from tributary.change import RowChange, SqlValue, Txn
 from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.model import RowChange, SinkError, SqlValue, Txn, UnsupportedDdl, pending
+from tributary.sinks.port import SinkError, UnsupportedDdl, pending
 from tributary.sinks.sql import (
     SQLITE,
     Statement,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tributary.sinks.model import UnsupportedDdl
 from tributary.sinks.mysql_lexer import Cursor, Token
+from tributary.sinks.port import UnsupportedDdl
 from tributary.sinks.sql import SQLITE, quote, sqlite_name
 
 _INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "bool", "boolean", "bit"}

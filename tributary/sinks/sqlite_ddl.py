@@ -16,8 +16,9 @@ Worked example, schema ``shop``::
 
 from __future__ import annotations
 
-from tributary.sinks.model import Ddl, UnsupportedDdl
+from tributary.change import Ddl
 from tributary.sinks.mysql_lexer import Cursor
+from tributary.sinks.port import UnsupportedDdl
 from tributary.sinks.sqlite_columns import (
     DropColumn,
     DropSchema,

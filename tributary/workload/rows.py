@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from tributary.change import SqlValue
 from tributary.sinks import sql
-from tributary.sinks.model import SqlValue
 from tributary.sinks.pump_values import Value, stored, typed
 from tributary.workload.catalog import Table
 from tributary.workload.upstream import Session

@@ -22,7 +22,7 @@ from typing import Any
 
 import aiosqlite
 
-from tributary.sinks.model import Ddl
+from tributary.change import Ddl
 from tributary.sinks.sql import SQLITE, Dialect, Statement, quote, sqlite_name
 from tributary.sinks.sqlite_ddl import DropColumn, DropSchema, translate
 from tributary.workload.errors import Conflict, UpstreamError

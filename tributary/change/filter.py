@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from tributary.sinks.model import Txn
+from tributary.change.model import Txn
 
 DEFAULT_IGNORE_DBS = ("INFORMATION_SCHEMA", "PERFORMANCE_SCHEMA", "mysql")
 

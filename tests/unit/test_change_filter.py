@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from tributary.sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter, parse_table
-from tributary.sinks.model import Ddl, RowChange, TableInfo, Txn
+from tributary.change import (
+    DEFAULT_IGNORE_DBS,
+    Ddl,
+    FilterError,
+    RowChange,
+    TableFilter,
+    TableInfo,
+    Txn,
+    parse_table,
+)
 
 ORDERS = TableInfo.build("shop", "orders", [("id", "bigint")], ["id"])
 TMP = TableInfo.build("shop", "tmp_1", [("id", "bigint")], ["id"])

@@ -1,22 +1,21 @@
-"""The sink value objects: key flags, row identity, validation, and batch ordering."""
+"""The change model's value objects (key flags, row identity, validation) and the sinks' batch
+ordering (``sinks.pending``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tributary.sinks.model import (
+from tributary.change import (
     ColumnInfo,
     Ddl,
     RowChange,
     RowKind,
-    SinkError,
     SqlValue,
     TableInfo,
     Txn,
     UniqueKey,
-    UnsupportedDdl,
-    pending,
 )
+from tributary.sinks import SinkError, UnsupportedDdl, pending
 
 T = TableInfo.build(
     "shop",

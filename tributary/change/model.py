@@ -1,10 +1,10 @@
-"""What the drainer and the capture cluster hand to sinks: tables, row changes, transactions.
+"""The change model: tables, row changes and transactions, as sources produce them and sinks
+apply them.
 
 A ``Txn`` is one whole upstream transaction (its row changes in upstream order) or one DDL, or
-neither: a checkpoint-only marker that moves the checkpoint over a filtered stretch. A ``Sink``
-applies batches of them in commit order and keeps its own checkpoint, the commit ts of the last
-transaction it applied; SQL sinks write it in the same downstream transaction as the batch, so
-after a crash the downstream holds exactly the transactions up to the checkpoint.
+neither: a checkpoint-only marker that moves the checkpoint over a filtered stretch. Sinks
+(``tributary.sinks``) apply batches of them in commit order and keep their own checkpoint, the
+commit ts of the last transaction they applied.
 
 Values are plain Python: int, float, str, bytes, Decimal or None. Temporal, decimal and JSON
 values arrive already formatted as MySQL literals in str (as tidb-binlog's translator does).
@@ -16,25 +16,9 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Protocol
 
 SqlValue = int | float | str | bytes | Decimal | None
 Row = Mapping[str, SqlValue]
-
-
-class SinkError(Exception):
-    """A sink could not apply a batch; ``retriable`` says whether trying again may help."""
-
-    retriable = False
-
-    def __init__(self, *args: object, retriable: bool | None = None) -> None:
-        super().__init__(*args)
-        if retriable is not None:
-            self.retriable = retriable
-
-
-class UnsupportedDdl(SinkError):
-    """The sink cannot translate this DDL; the drainer stops with the query in the message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,51 +196,3 @@ class Txn:
             raise ValueError(f"bad timestamps start={self.start_ts} commit={self.commit_ts}")
         if self.rows and self.ddl is not None:
             raise ValueError(f"txn {self.commit_ts} has both rows and a DDL")
-
-
-def pending(txns: Sequence[Txn], checkpoint: int | None) -> list[Txn]:
-    """The transactions of a batch still to apply after ``checkpoint``, checking the order.
-
-    Commit ts must strictly increase through the batch; anything at or below the checkpoint was
-    applied before (a replay after a restart) and is dropped. With checkpoint 20:
-    [15, 20, 30, 40] -> [30, 40]; [30, 30] and [40, 30] raise SinkError (not retriable).
-    """
-    last = 0
-    for t in txns:
-        if t.commit_ts <= last:
-            raise SinkError(f"commit ts {t.commit_ts} does not follow {last} in the batch")
-        last = t.commit_ts
-    return [t for t in txns if checkpoint is None or t.commit_ts > checkpoint]
-
-
-@dataclass(frozen=True, slots=True)
-class SinkOptions:
-    """What every sink is opened with; scheme-specific settings travel in the sink URL."""
-
-    cluster_id: int  # the upstream cluster ID: the key of the checkpoint row
-    safe_mode: bool = False  # INSERT as REPLACE, UPDATE as DELETE + REPLACE
-    worker_count: int = 16  # downstream connections of sinks that apply in parallel
-    batch_size: int = 20  # row changes per downstream statement batch of such sinks
-
-
-class Sink(Protocol):
-    """A downstream that applies whole upstream transactions and keeps its checkpoint.
-
-    ``safe_mode`` may be switched between batches (the drainer keeps it on for the first
-    minutes after a start, so replays of rows applied before a crash are harmless).
-    """
-
-    safe_mode: bool
-
-    async def apply(self, txns: Sequence[Txn]) -> None:
-        """Apply a batch of whole transactions in commit order, then move the checkpoint to the
-        last one's commit ts; on error neither the rows nor the checkpoint move."""
-        ...
-
-    async def checkpoint(self) -> int | None:
-        """The commit ts of the last applied transaction; None before the first."""
-        ...
-
-    async def close(self) -> None:
-        """Release the downstream; the checkpoint stays where the last batch left it."""
-        ...
