@@ -21,8 +21,8 @@ import pytest
 
 from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.checker import DiffKind, Presence, Report, RowDiff, compare
-from tributary.sinks.sql import sqlite_name
 from tributary.sinks.sqlite import SqliteSink
+from tributary.sql import sqlite_name
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

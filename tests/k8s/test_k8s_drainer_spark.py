@@ -27,8 +27,8 @@ from tests.k8s.test_k8s_spark import SPARK_SA, as_spark_sa, items, spark_rbac
 from tests.support.k8s import RELEASE, InstalledChart, KubeApiServer, eventually_async
 from tests.support.pipeline import ORDERS, commit, ddl, row, running_pipeline
 from tributary.ddlhistory import Action
-from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.sql import SQLITE, checkpoint_load
+from tributary.sinks.checkpoint import CheckpointRecord, checkpoint_load
+from tributary.sql import SQLITE
 
 pytestmark = [pytest.mark.slow, pytest.mark.etcd, pytest.mark.timeout(300)]
 

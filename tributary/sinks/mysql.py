@@ -41,13 +41,18 @@ from types import TracebackType
 from urllib.parse import SplitResult
 
 from tributary.change import Txn
-from tributary.sinks.checkpoint import CheckpointRecord
+from tributary.sinks.checkpoint import (
+    CheckpointRecord,
+    checkpoint_load,
+    checkpoint_save,
+    checkpoint_setup,
+)
 from tributary.sinks.mysql_apply import apply_stretch, run_ddl, save_alone
 from tributary.sinks.mysql_config import MysqlConfig, parse_url
 from tributary.sinks.mysql_conn import DRIVER_ERRORS, Downstream, Session, sink_error
 from tributary.sinks.mysql_parallel import ParallelApplier
 from tributary.sinks.port import SinkError, SinkOptions, pending
-from tributary.sinks.sql import MYSQL, Statement, checkpoint_load, checkpoint_save, checkpoint_setup
+from tributary.sql import MYSQL, Statement
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from tributary.sinks.mysql_conn import (
     is_retriable,
     sink_error,
 )
-from tributary.sinks.mysql_statements import compacted_statements, plain_statements
+from tributary.sinks.mysql_statements import compacted_statements, mysql_ddl, plain_statements
 from tributary.sinks.port import SinkError
-from tributary.sinks.sql import Statement, mysql_ddl
+from tributary.sql import Statement
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote
 
+from tributary.sinks.checkpoint import CHECKPOINT_SCHEMA, CHECKPOINT_TABLE
 from tributary.sinks.mysql_conn import ConnectParams
 from tributary.sinks.port import SinkError, SinkOptions
-from tributary.sinks.sql import CHECKPOINT_SCHEMA, CHECKPOINT_TABLE
 from tributary.sinks.urls import redact
 
 

@@ -30,7 +30,7 @@ from asyncmy.errors import InterfaceError, MySQLError
 
 from tributary.change import SqlValue
 from tributary.sinks.port import SinkError
-from tributary.sinks.sql import Statement
+from tributary.sql import Statement
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""The MySQL statements of a stretch of row changes: compacted, or plain in upstream order.
+"""The MySQL statements of a stretch of row changes (compacted, or plain in upstream order) and
+of a DDL (``mysql_ddl``).
 
 Invariant: the statements, run in order, have the effect of the changes run one by one (for
 compacted ones, on a downstream that agrees with the upstream before the stretch, see
@@ -11,11 +12,12 @@ the same columns into one multi-row statement; anything else runs as its own sta
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 
-from tributary.change import Row, RowChange, RowKind, TableInfo
+from tributary.change import Ddl, Row, RowChange, RowKind, TableInfo
 from tributary.sinks.compact import Compacted
-from tributary.sinks.sql import MYSQL, Statement, delete, delete_many, insert, row_statements
+from tributary.sql import MYSQL, Statement, delete, delete_many, insert, quote, row_statements
 
 MAX_ROWS = 1000
 MAX_BYTES = 1 << 20
@@ -99,3 +101,14 @@ def plain_statements(
         run.append(change.values)
     flush()
     return out
+
+
+_CREATE_DATABASE = re.compile(r"^\s*(/\*.*?\*/\s*)*CREATE\s+(DATABASE|SCHEMA)\b", re.I | re.S)
+
+
+def mysql_ddl(ddl: Ddl) -> list[str]:
+    """A DDL as it ran upstream, preceded by ``USE db`` (not for CREATE DATABASE, whose database
+    does not exist yet). Executed without parameters, so identifiers keep a single ``%``."""
+    if not ddl.schema or _CREATE_DATABASE.match(ddl.query):
+        return [ddl.query]
+    return [f"USE {quote(MYSQL, ddl.schema, params=False)}", ddl.query]

@@ -24,19 +24,15 @@ from types import TracebackType
 import aiosqlite
 
 from tributary.change import RowChange, SqlValue, Txn
-from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.port import SinkError, UnsupportedDdl, pending
-from tributary.sinks.sql import (
-    SQLITE,
-    Statement,
+from tributary.sinks.checkpoint import (
+    CheckpointRecord,
     checkpoint_load,
     checkpoint_save,
     checkpoint_setup,
-    quote,
-    row_statements,
-    sqlite_name,
 )
+from tributary.sinks.port import SinkError, UnsupportedDdl, pending
 from tributary.sinks.sqlite_ddl import DropColumn, DropSchema, Step, translate
+from tributary.sql import SQLITE, Statement, quote, row_statements, sqlite_name
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tributary.sinks.mysql_lexer import Cursor, Token
 from tributary.sinks.port import UnsupportedDdl
-from tributary.sinks.sql import SQLITE, quote, sqlite_name
+from tributary.sql import SQLITE, quote, sqlite_name
 
 _INTS = {"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "bool", "boolean", "bit"}
 _INTS |= {"year", "int1", "int2", "int3", "int4", "int8", "middleint", "serial"}

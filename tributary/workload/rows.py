@@ -1,6 +1,6 @@
 """Row statements on the upstream: locking reads, inserts, updates and deletes of typed rows.
 
-Text comes from ``sinks.sql`` (the same rules a drainer uses downstream: a row is identified by
+Text comes from ``tributary.sql`` (the same rules a drainer uses downstream: a row is identified by
 its primary key, else its first unique key without NULL, else all its columns) plus the
 locking ``SELECT ... FOR UPDATE`` (plain SELECT on SQLite, whose ``BEGIN IMMEDIATE`` already
 excludes other writers). Values travel in their stored form (:func:`sinks.pump_values.stored`) and
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from tributary import sql
 from tributary.change import SqlValue
-from tributary.sinks import sql
 from tributary.sinks.pump_values import Value, stored, typed
 from tributary.workload.catalog import Table
 from tributary.workload.upstream import Session

@@ -9,7 +9,7 @@ hold the same contents exactly when their ``read_rows`` are equal.
 
 from __future__ import annotations
 
-from tributary.sinks.sql import Statement
+from tributary.sql import Statement
 from tributary.workload.bank import total_balance_sql
 from tributary.workload.catalog import Table
 from tributary.workload.rows import RowOps

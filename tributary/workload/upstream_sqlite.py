@@ -23,8 +23,8 @@ from typing import Any
 import aiosqlite
 
 from tributary.change import Ddl
-from tributary.sinks.sql import SQLITE, Dialect, Statement, quote, sqlite_name
 from tributary.sinks.sqlite_ddl import DropColumn, DropSchema, translate
+from tributary.sql import SQLITE, Dialect, Statement, quote, sqlite_name
 from tributary.workload.errors import Conflict, UpstreamError
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""SQL text for row changes, DDL and the checkpoint, for MySQL and SQLite downstreams.
+"""SQL text for row changes, in the MySQL and SQLite dialects.
 
 Pure functions: no driver, no I/O. Every DML statement comes with its parameters and must be
 executed with them, even when the tuple is empty: the MySQL drivers format ``%s`` placeholders
@@ -14,17 +14,12 @@ SQLite has one namespace for tables: upstream ``schema.table`` becomes ``"schema
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 
-from tributary.change import Ddl, Row, RowChange, RowKind, SqlValue, TableInfo
-
-CHECKPOINT_SCHEMA = "tidb_binlog"
-CHECKPOINT_TABLE = "checkpoint"
-_INT64 = 1 << 63
+from tributary.change import Row, RowChange, RowKind, SqlValue, TableInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,55 +145,3 @@ def row_statements(d: Dialect, change: RowChange, *, safe: bool = False) -> list
     if safe:
         return [delete(d, t, change.old_values), insert(d, t, [change.values], replace=True)]
     return [update(d, t, change.old_values, change.values)]
-
-
-_CREATE_DATABASE = re.compile(r"^\s*(/\*.*?\*/\s*)*CREATE\s+(DATABASE|SCHEMA)\b", re.I | re.S)
-
-
-def mysql_ddl(ddl: Ddl) -> list[str]:
-    """A DDL as it ran upstream, preceded by ``USE db`` (not for CREATE DATABASE, whose database
-    does not exist yet). Executed without parameters, so identifiers keep a single ``%``."""
-    if not ddl.schema or _CREATE_DATABASE.match(ddl.query):
-        return [ddl.query]
-    return [f"USE {quote(MYSQL, ddl.schema, params=False)}", ddl.query]
-
-
-def checkpoint_setup(
-    d: Dialect, schema: str = CHECKPOINT_SCHEMA, table: str = CHECKPOINT_TABLE
-) -> list[str]:
-    """Create the checkpoint table if missing (tidb-binlog's definition on MySQL)."""
-    name = table_name(d, schema, table, params=False)
-    if d.schemas:
-        return [
-            f"CREATE SCHEMA IF NOT EXISTS {quote(d, schema, params=False)}",
-            f"CREATE TABLE IF NOT EXISTS {name}"
-            "(clusterID bigint unsigned primary key, checkPoint MEDIUMTEXT)",
-        ]
-    return [f"CREATE TABLE IF NOT EXISTS {name}(clusterID INTEGER PRIMARY KEY, checkPoint TEXT)"]
-
-
-def _cluster_key(d: Dialect, cluster_id: int) -> int:
-    # SQLite integers are signed 64-bit: a uint64 cluster ID is stored in two's complement.
-    return cluster_id - (1 << 64) if not d.schemas and cluster_id >= _INT64 else cluster_id
-
-
-def checkpoint_save(
-    d: Dialect,
-    cluster_id: int,
-    record_json: str,
-    schema: str = CHECKPOINT_SCHEMA,
-    table: str = CHECKPOINT_TABLE,
-) -> Statement:
-    return Statement(
-        f"REPLACE INTO {table_name(d, schema, table)} VALUES ({d.placeholder},{d.placeholder})",
-        (_cluster_key(d, cluster_id), record_json),
-    )
-
-
-def checkpoint_load(
-    d: Dialect, cluster_id: int, schema: str = CHECKPOINT_SCHEMA, table: str = CHECKPOINT_TABLE
-) -> Statement:
-    return Statement(
-        f"SELECT checkPoint FROM {table_name(d, schema, table)} WHERE clusterID = {d.placeholder}",
-        (_cluster_key(d, cluster_id),),
-    )
