@@ -35,7 +35,7 @@ from typing import Any
 from tests.support.mariadb import MariaDBServer, make_template, running_server
 from tributary.change import TableFilter, Txn
 from tributary.sinks import Sink, SinkOptions
-from tributary.sinks.blackhole import BlackholeSink
+from tributary.sinks.blackhole.sink import BlackholeSink
 from tributary.sinks.registry import open_sink
 from tributary.sources.mysql import Position, SourceConfig, current_position, open_source
 from tributary.sources.mysql.dump import BinlogDump

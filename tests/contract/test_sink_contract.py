@@ -24,7 +24,7 @@ import pytest
 
 from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.sinks import Sink, SinkError
-from tributary.sinks.mysql import open_url as open_mysql
+from tributary.sinks.mysql.sink import open_url as open_mysql
 from tributary.sinks.registry import SinkOptions, open_sink
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ import pytest
 
 from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.checker import DiffKind, Presence, Report, RowDiff, compare
-from tributary.sinks.sqlite import SqliteSink
+from tributary.sinks.sqlite.sink import SqliteSink
 from tributary.sql import sqlite_name
 
 if TYPE_CHECKING:

@@ -17,9 +17,9 @@ import pytest
 
 from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.sinks import SinkError, SinkOptions
-from tributary.sinks.causality import Causality, keys_of
 from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.mysql import MysqlSink, open_url
+from tributary.sinks.mysql.causality import Causality, keys_of
+from tributary.sinks.mysql.sink import MysqlSink, open_url
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

@@ -10,9 +10,9 @@ import pytest
 
 from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.sinks import SinkError, SinkOptions
-from tributary.sinks.mysql import open_url
-from tributary.sinks.mysql_config import MysqlConfig, parse_url
-from tributary.sinks.mysql_conn import ConnectParams
+from tributary.sinks.mysql.config import MysqlConfig, parse_url
+from tributary.sinks.mysql.conn import ConnectParams
+from tributary.sinks.mysql.sink import open_url
 from tributary.sinks.urls import redact
 
 if TYPE_CHECKING:

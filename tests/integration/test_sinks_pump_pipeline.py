@@ -15,9 +15,9 @@ from tests.support.pipeline import Pipeline, running_pipeline
 from tributary.change import Ddl, RowChange, SqlValue, TableInfo, Txn
 from tributary.sinks import SinkOptions
 from tributary.sinks.checkpoint import CheckpointRecord, checkpoint_load
-from tributary.sinks.pump import checkpoint_key
-from tributary.sinks.pump_types import column_type
-from tributary.sinks.pump_values import typed
+from tributary.sinks.pump.sink import checkpoint_key
+from tributary.sinks.pump.types import column_type
+from tributary.sinks.pump.values import typed
 from tributary.sinks.registry import open_sink
 from tributary.sql import SQLITE
 

@@ -18,7 +18,7 @@ from tributary.sinks.checkpoint import (
     checkpoint_save,
     checkpoint_setup,
 )
-from tributary.sinks.mysql_statements import mysql_ddl
+from tributary.sinks.mysql.statements import mysql_ddl
 from tributary.sql import MYSQL, Statement, delete, delete_many, insert, row_statements, update
 
 if TYPE_CHECKING:

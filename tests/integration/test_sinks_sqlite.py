@@ -22,7 +22,7 @@ import pytest
 from tributary.change import Ddl, Row, RowChange, TableInfo, Txn
 from tributary.sinks import SinkError, UnsupportedDdl
 from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.sqlite import SqliteSink
+from tributary.sinks.sqlite.sink import SqliteSink
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNTS, START = 20, 1000

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tributary.change import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
-from tributary.sinks.pbcodec import (
+from tributary.sinks.file.pbcodec import (
     PbCodecError,
     column_type,
     ddl_query,

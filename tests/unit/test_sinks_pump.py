@@ -18,7 +18,7 @@ from tributary.coord.memory import MemoryKv
 from tributary.ddlhistory import Action, KvDdlHistory
 from tributary.pumpclient import PumpClientError
 from tributary.sinks import SinkError
-from tributary.sinks.pump import PumpSink, checkpoint_key, parse_url
+from tributary.sinks.pump.sink import PumpSink, checkpoint_key, parse_url
 from tributary.wire.binlog import Binlog, BinlogType
 
 COLUMNS = [

@@ -8,9 +8,9 @@ import pytest
 
 from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.sinks import SinkError
-from tributary.sinks.blackhole import BlackholeSink
+from tributary.sinks.blackhole.sink import BlackholeSink
 from tributary.sinks.registry import OPENERS, SinkOptions, open_sink, redact, scheme_of
-from tributary.sinks.sqlite import SqliteSink
+from tributary.sinks.sqlite.sink import SqliteSink
 
 OPTS = SinkOptions(cluster_id=7)
 T = TableInfo.build("s", "t", [("id", "int")], ["id"])

@@ -8,7 +8,7 @@ import pytest
 
 from tributary.change import Ddl, Row, RowChange, SqlValue, TableInfo
 from tributary.sinks.checkpoint import checkpoint_load, checkpoint_save, checkpoint_setup
-from tributary.sinks.mysql_statements import mysql_ddl
+from tributary.sinks.mysql.statements import mysql_ddl
 from tributary.sql import (
     MYSQL,
     SQLITE,

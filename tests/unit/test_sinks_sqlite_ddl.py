@@ -8,8 +8,8 @@ import pytest
 
 from tributary.change import Ddl
 from tributary.sinks import UnsupportedDdl
-from tributary.sinks.mysql_lexer import tokenize
-from tributary.sinks.sqlite_ddl import DropColumn, DropSchema, Step, translate
+from tributary.sinks.lexer import tokenize
+from tributary.sinks.sqlite.ddl import DropColumn, DropSchema, Step, translate
 
 
 def tr(query: str, schema: str = "shop") -> list[Step]:

@@ -20,11 +20,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from urllib.parse import SplitResult, urlsplit
 
-from tributary.sinks import file, mysql, pump
-from tributary.sinks.blackhole import BlackholeSink
+from tributary.sinks.blackhole.sink import BlackholeSink
+from tributary.sinks.file import sink as file
+from tributary.sinks.mysql import sink as mysql
 from tributary.sinks.port import Sink, SinkError, SinkOptions
-from tributary.sinks.printer import PrintSink
-from tributary.sinks.sqlite import SqliteSink
+from tributary.sinks.print.sink import PrintSink
+from tributary.sinks.pump import sink as pump
+from tributary.sinks.sqlite.sink import SqliteSink
 from tributary.sinks.urls import redact
 
 Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]

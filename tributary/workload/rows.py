@@ -3,8 +3,8 @@
 Text comes from ``tributary.sql`` (the same rules a drainer uses downstream: a row is identified by
 its primary key, else its first unique key without NULL, else all its columns) plus the
 locking ``SELECT ... FOR UPDATE`` (plain SELECT on SQLite, whose ``BEGIN IMMEDIATE`` already
-excludes other writers). Values travel in their stored form (:func:`sinks.pump_values.stored`) and
-come back typed (:func:`sinks.pump_values.typed`), so a row read here can be written into a binlog
+excludes other writers). Values travel in their stored form (:func:`sinks.pump.values.stored`) and
+come back typed (:func:`sinks.pump.values.typed`), so a row read here can be written into a binlog
 and compared with what the drainer wrote downstream.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from tributary import sql
 from tributary.change import SqlValue
-from tributary.sinks.pump_values import Value, stored, typed
+from tributary.sinks.pump.values import Value, stored, typed
 from tributary.workload.catalog import Table
 from tributary.workload.upstream import Session
 

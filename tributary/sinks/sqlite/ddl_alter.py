@@ -6,9 +6,9 @@ makes the later ones apply to the new name, as in MySQL.
 
 from __future__ import annotations
 
-from tributary.sinks.mysql_lexer import Cursor
+from tributary.sinks.lexer import Cursor
 from tributary.sinks.port import UnsupportedDdl
-from tributary.sinks.sqlite_columns import DropColumn, Step, TableSteps, column, index_columns, q
+from tributary.sinks.sqlite.columns import DropColumn, Step, TableSteps, column, index_columns, q
 
 _UNSUPPORTED_KEYS = (
     "PRIMARY",

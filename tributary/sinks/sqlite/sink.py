@@ -31,7 +31,7 @@ from tributary.sinks.checkpoint import (
     checkpoint_setup,
 )
 from tributary.sinks.port import SinkError, UnsupportedDdl, pending
-from tributary.sinks.sqlite_ddl import DropColumn, DropSchema, Step, translate
+from tributary.sinks.sqlite.ddl import DropColumn, DropSchema, Step, translate
 from tributary.sql import SQLITE, Statement, quote, row_statements, sqlite_name
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable
 
 from tributary.ddlhistory import Action, DbInfo, DdlJob
-from tributary.sinks.pump_rows import Table
+from tributary.sinks.pump.rows import Table
 
 log = logging.getLogger(__name__)
 

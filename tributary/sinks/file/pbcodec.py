@@ -31,7 +31,7 @@ from decimal import Decimal
 from functools import lru_cache
 
 from tributary.change import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
-from tributary.sinks.mysql_lexer import Cursor, tokenize
+from tributary.sinks.lexer import Cursor, tokenize
 from tributary.sinks.port import SinkError
 from tributary.tidbcodec import (
     NULL,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from tributary.change import RowChange, Txn
 from tributary.sinks.compact import compact
-from tributary.sinks.mysql_conn import (
+from tributary.sinks.mysql.conn import (
     DRIVER_ERRORS,
     IGNORABLE_DDL_CODES,
     LOCK_CODES,
@@ -24,7 +24,7 @@ from tributary.sinks.mysql_conn import (
     is_retriable,
     sink_error,
 )
-from tributary.sinks.mysql_statements import compacted_statements, mysql_ddl, plain_statements
+from tributary.sinks.mysql.statements import compacted_statements, mysql_ddl, plain_statements
 from tributary.sinks.port import SinkError
 from tributary.sql import Statement
 

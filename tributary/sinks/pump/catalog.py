@@ -6,7 +6,7 @@ sink keeps it (the drainer decodes a DML binlog with the table info of the binlo
 version, and executes downstream exactly the DDL binlogs' queries):
 
 * a table is *registered* when a row arrives for a table the catalog does not have, or whose
-  columns/keys differ from the registered ones (``pump_types.comparison_key``): one job
+  columns/keys differ from the registered ones (``types.comparison_key``): one job
   appended to the history with the table info and **no binlog**. The drainer applies such a
   job silently while catching up to the next DML binlog's schema version; nothing runs
   downstream. A new table gets ``CREATE TABLE`` (with ``CREATE DATABASE`` first for a new
@@ -45,9 +45,9 @@ from tributary.ddlhistory import (
     ddl_job,
 )
 from tributary.sinks.port import SinkError
-from tributary.sinks.pump_rows import Table
-from tributary.sinks.pump_schema import HistoryCatalog
-from tributary.sinks.pump_types import comparison_key, tidb_table
+from tributary.sinks.pump.rows import Table
+from tributary.sinks.pump.schema import HistoryCatalog
+from tributary.sinks.pump.types import comparison_key, tidb_table
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Parallel apply for the MySQL sink (``consistent=false``): tidb-binlog's loader dispatch.
 
-Row changes go to ``workers`` connections by causality key (``sinks.causality``): changes that
+Row changes go to ``workers`` connections by causality key (``sinks.mysql.causality``): changes that
 share a row or a unique value land on one worker in upstream order; on a conflict everything
 dispatched so far runs to completion before dispatch goes on. Each worker applies its changes
 in downstream transactions of ``batch_size`` changes, all workers at once; each such
@@ -32,11 +32,11 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from tributary.change import RowChange, Txn
-from tributary.sinks.causality import Causality, keys_of
 from tributary.sinks.compact import compact
-from tributary.sinks.mysql_apply import groups_of, run_transaction
-from tributary.sinks.mysql_conn import DRIVER_ERRORS, LOCK_CODES, Downstream, error_code, sink_error
-from tributary.sinks.mysql_statements import compacted_statements
+from tributary.sinks.mysql.apply import groups_of, run_transaction
+from tributary.sinks.mysql.causality import Causality, keys_of
+from tributary.sinks.mysql.conn import DRIVER_ERRORS, LOCK_CODES, Downstream, error_code, sink_error
+from tributary.sinks.mysql.statements import compacted_statements
 from tributary.sinks.port import SinkError
 
 log = logging.getLogger(__name__)

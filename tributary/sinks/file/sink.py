@@ -5,7 +5,7 @@ URL ``file:///abs/dir`` (or ``file://rel/dir``, relative to the working director
 ``retention-time`` (days, 0 = keep forever; segments whose mtime is older are removed, at most
 once an hour, never the newest).
 
-Each transaction with rows or a DDL is one record (``sinks.pbcodec``). A batch is appended,
+Each transaction with rows or a DDL is one record (``sinks.file.pbcodec``). A batch is appended,
 fdatasync'ed, and then the savepoint file ``sink.checkpoint`` in the same directory is replaced
 atomically (temporary file, fsync, rename, fsync of the directory). It is TOML like tidb-binlog's
 file checkpoint (``consistent``, ``commitTS``, ``schema-version``) plus our ``segment`` and
@@ -37,8 +37,8 @@ from urllib.parse import SplitResult, parse_qsl
 
 from tributary.change import Txn
 from tributary.settings.parsers import parse_byte_size
-from tributary.sinks import pbcodec
-from tributary.sinks.binlogfile import (
+from tributary.sinks.file import pbcodec
+from tributary.sinks.file.binlogfile import (
     BinlogFileError,
     Position,
     SegmentWriter,

@@ -4,8 +4,8 @@
 (``name`` required: it keys the checkpoint; ``cluster-id`` defaults to the one in etcd; the
 ``ssl-*`` files secure the gRPC calls to the pumps and the TSO). Changes read by the capture
 cluster flow into the pumps and out through any drainer: each transaction is a P-binlog of
-TiDB-codec rows and a C-binlog (``pump_write``), each table is registered in the etcd DDL history
-and each DDL is a job plus a DDL binlog (``pump_catalog``).
+TiDB-codec rows and a C-binlog (``write``), each table is registered in the etcd DDL history
+and each DDL is a job plus a DDL binlog (``catalog``).
 
 Checkpoint: the commit ts (of the Txn, the upstream's) of the last transaction of the last batch
 whose C-binlogs were all acknowledged, at ``/tributary/pump-sink/<name>/checkpoint`` in etcd
@@ -31,9 +31,9 @@ from tributary.ddlhistory import KvDdlHistory
 from tributary.pumpclient import PumpClientError, PumpsClient
 from tributary.settings.security import SecuritySettings
 from tributary.sinks.port import SinkError, SinkOptions, pending
-from tributary.sinks.pump_catalog import PumpCatalog
-from tributary.sinks.pump_rows import BinlogWriter
-from tributary.sinks.pump_write import TxnWriter
+from tributary.sinks.pump.catalog import PumpCatalog
+from tributary.sinks.pump.rows import BinlogWriter
+from tributary.sinks.pump.write import TxnWriter
 from tributary.telemetry.tls import TlsError, client_context
 from tributary.tso.client import Tso, TsoClient
 

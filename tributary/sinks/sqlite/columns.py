@@ -1,4 +1,4 @@
-"""Column, type and index definitions of MySQL DDL, translated to SQLite (see ``sqlite_ddl``).
+"""Column, type and index definitions of MySQL DDL, translated to SQLite (see ``ddl``).
 
 Invariant: the SQLite table stores exactly the values the upstream rows carry. So NOT NULL,
 AUTO_INCREMENT, ON UPDATE and non-literal defaults are dropped (values always come from upstream),
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tributary.sinks.mysql_lexer import Cursor, Token
+from tributary.sinks.lexer import Cursor, Token
 from tributary.sinks.port import UnsupportedDdl
 from tributary.sql import SQLITE, quote, sqlite_name
 

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote
 
 from tributary.sinks.checkpoint import CHECKPOINT_SCHEMA, CHECKPOINT_TABLE
-from tributary.sinks.mysql_conn import ConnectParams
+from tributary.sinks.mysql.conn import ConnectParams
 from tributary.sinks.port import SinkError, SinkOptions
 from tributary.sinks.urls import redact
 

@@ -21,7 +21,7 @@ import dataclasses
 from tributary.change import TableInfo as SinkTable
 from tributary.ddlhistory import TableInfo as TidbTable
 from tributary.ddlhistory import mysql_type, table_info
-from tributary.sinks.mysql_lexer import Cursor
+from tributary.sinks.lexer import Cursor
 from tributary.sinks.port import SinkError
 from tributary.tidbcodec import mysqltypes as mt
 

@@ -33,9 +33,9 @@ from tributary.change import Ddl, Row, RowChange, RowKind, Txn
 from tributary.change import TableInfo as SinkTable
 from tributary.pumpclient import PumpClientError
 from tributary.sinks.port import SinkError
-from tributary.sinks.pump_catalog import PumpCatalog
-from tributary.sinks.pump_rows import BinlogWriter, MutationBuilder, Table
-from tributary.sinks.pump_values import Value, typed
+from tributary.sinks.pump.catalog import PumpCatalog
+from tributary.sinks.pump.rows import BinlogWriter, MutationBuilder, Table
+from tributary.sinks.pump.values import Value, typed
 from tributary.tidbcodec import CodecError
 from tributary.tso.client import Tso
 from tributary.tso.errors import TsoError

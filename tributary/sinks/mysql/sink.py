@@ -1,6 +1,6 @@
 """The MySQL/MariaDB/TiDB sink.
 
-URL: ``mysql://user:password@host:port/?option=value&...`` (``sinks.mysql_config`` parses it):
+URL: ``mysql://user:password@host:port/?option=value&...`` (``sinks.mysql.config`` parses it):
 user and password percent-encoded, no user means root, no database path. Options, all
 optional: ``consistent=true|false`` (true), ``worker-count`` and ``batch-size`` (the sink
 options' ``worker_count`` / ``batch_size``: connections and row changes per downstream
@@ -15,12 +15,12 @@ checked its constraints, and both modes reorder changes across tables.
 
 A batch is cut into stretches of row transactions and single DDLs. A DDL runs alone after what
 came before it is committed, then the checkpoint moves to it (a DDL replayed after a crash in
-between is skipped by error code, ``sinks.mysql_conn``).
+between is skipped by error code, ``sinks.mysql.conn``).
 
 * consistent (default): each stretch is one downstream transaction with the checkpoint row, its
   rows compacted per primary key (``sinks.compact``). Invariant: the downstream holds exactly
   the transactions up to the checkpoint, whatever fails or crashes.
-* parallel (``consistent=false``): stretches go through ``sinks.mysql_parallel`` (causality
+* parallel (``consistent=false``): stretches go through ``sinks.mysql.parallel`` (causality
   dispatch to ``worker-count`` connections); the checkpoint is saved on its own once every
   worker is done, with ``consistent: false`` until a clean close. Invariant: the checkpoint
   never passes an unapplied change; after a crash the downstream may hold part of the batch
@@ -47,10 +47,10 @@ from tributary.sinks.checkpoint import (
     checkpoint_save,
     checkpoint_setup,
 )
-from tributary.sinks.mysql_apply import apply_stretch, run_ddl, save_alone
-from tributary.sinks.mysql_config import MysqlConfig, parse_url
-from tributary.sinks.mysql_conn import DRIVER_ERRORS, Downstream, Session, sink_error
-from tributary.sinks.mysql_parallel import ParallelApplier
+from tributary.sinks.mysql.apply import apply_stretch, run_ddl, save_alone
+from tributary.sinks.mysql.config import MysqlConfig, parse_url
+from tributary.sinks.mysql.conn import DRIVER_ERRORS, Downstream, Session, sink_error
+from tributary.sinks.mysql.parallel import ParallelApplier
 from tributary.sinks.port import SinkError, SinkOptions, pending
 from tributary.sql import MYSQL, Statement
 
@@ -244,6 +244,6 @@ class MysqlSink:
 
 
 async def open_url(url: SplitResult, options: SinkOptions) -> MysqlSink:
-    """The sink ``mysql://...`` describes (``sinks.mysql_config``), opened."""
+    """The sink ``mysql://...`` describes (``sinks.mysql.config``), opened."""
     config = parse_url(url, options)
     return await MysqlSink.open(config, cluster_id=options.cluster_id, safe_mode=options.safe_mode)

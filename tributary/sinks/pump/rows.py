@@ -29,7 +29,7 @@ from typing import Protocol
 
 from tributary.change import TableInfo as SinkTable
 from tributary.ddlhistory import ColumnInfo, TableInfo
-from tributary.sinks.pump_values import Value
+from tributary.sinks.pump.values import Value
 from tributary.tidbcodec import (
     EXTRA_HANDLE_ID,
     Datum,

@@ -17,9 +17,9 @@ Worked example, schema ``shop``::
 from __future__ import annotations
 
 from tributary.change import Ddl
-from tributary.sinks.mysql_lexer import Cursor
+from tributary.sinks.lexer import Cursor
 from tributary.sinks.port import UnsupportedDdl
-from tributary.sinks.sqlite_columns import (
+from tributary.sinks.sqlite.columns import (
     DropColumn,
     DropSchema,
     Step,
@@ -28,7 +28,7 @@ from tributary.sinks.sqlite_columns import (
     index_columns,
     q,
 )
-from tributary.sinks.sqlite_ddl_alter import alter_table
+from tributary.sinks.sqlite.ddl_alter import alter_table
 
 __all__ = ["DropColumn", "DropSchema", "Step", "translate"]
 
