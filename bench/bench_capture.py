@@ -36,7 +36,7 @@ from tests.support.mariadb import MariaDBServer, make_template, running_server
 from tributary.change import TableFilter, Txn
 from tributary.sinks import Sink, SinkOptions
 from tributary.sinks.blackhole.sink import BlackholeSink
-from tributary.sinks.registry import open_sink
+from tributary.sinks.schemes import open_sink
 from tributary.sources.mysql import Position, SourceConfig, current_position, open_source
 from tributary.sources.mysql.dump import BinlogDump
 

@@ -37,7 +37,7 @@ from services.spark.target import Progress
 from tests.support.mariadb import MariaDBServer, make_template, running_server
 from tributary.change import RowChange, SqlValue, TableInfo, Txn
 from tributary.sinks import SinkOptions
-from tributary.sinks.registry import open_sink
+from tributary.sinks.schemes import open_sink
 from tributary.staging import StagingWriter
 
 CREATE = (

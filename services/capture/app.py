@@ -29,7 +29,7 @@ from services.capture.source import ChangeSource
 from services.capture.state import FeedView
 from tributary.coord.etcd import EtcdKv
 from tributary.settings import split_host_port
-from tributary.sinks.registry import open_sink
+from tributary.sinks.schemes import open_sink
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.tls import ALPN_HTTP, server_context
 

@@ -32,7 +32,7 @@ from services.capture.source import ChangeSource
 from services.capture.state import ClusterState, Mirror
 from services.capture.worker import Patch, PatchGroup, PatchResult, update
 from tributary.coord.kv import Kv
-from tributary.sinks.registry import OPENERS, scheme_of
+from tributary.sinks.schemes import OPENERS, scheme_of
 from tributary.wire.ts import from_seconds
 
 ChangeFeedInfoFn = Callable[[ChangeFeedInfo], ChangeFeedInfo]

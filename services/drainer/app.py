@@ -58,7 +58,8 @@ from tributary.servicekit.net import status_addr
 from tributary.servicekit.node import claim_node
 from tributary.sinks import Sink, SinkOptions
 from tributary.sinks import SinkError as DownstreamError
-from tributary.sinks.registry import open_sink, redact
+from tributary.sinks.schemes import open_sink
+from tributary.sinks.urls import redact
 from tributary.telemetry.grpcauth import enforce_allowed_cn
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.logs import ContextAdapter

@@ -23,9 +23,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from tributary.change import Ddl, RowChange, TableInfo, Txn
-from tributary.sinks import Sink, SinkError
+from tributary.sinks import Sink, SinkError, SinkOptions
 from tributary.sinks.mysql.sink import open_url as open_mysql
-from tributary.sinks.registry import SinkOptions, open_sink
+from tributary.sinks.schemes import open_sink
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

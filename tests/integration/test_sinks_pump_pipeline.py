@@ -18,7 +18,7 @@ from tributary.sinks.checkpoint import CheckpointRecord, checkpoint_load
 from tributary.sinks.pump.sink import checkpoint_key
 from tributary.sinks.pump.types import column_type
 from tributary.sinks.pump.values import typed
-from tributary.sinks.registry import open_sink
+from tributary.sinks.schemes import open_sink
 from tributary.sql import SQLITE
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(240)]

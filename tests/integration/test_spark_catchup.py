@@ -22,7 +22,7 @@ from services.spark.target import Progress
 from tests.support.spark_data import ddls, workload
 from tributary.change import RowChange, SqlValue, TableInfo, Txn
 from tributary.sinks import SinkOptions
-from tributary.sinks.registry import open_sink
+from tributary.sinks.schemes import open_sink
 from tributary.staging import StagingWriter
 from tributary.wire.ts import compose
 

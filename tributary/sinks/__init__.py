@@ -1,8 +1,9 @@
 """Sinks: the downstreams that the drainer and the capture cluster apply transactions to.
 
-``sinks.port`` holds the ``Sink`` port, its options and errors; ``sinks.registry.open_sink``
-picks an implementation by URL scheme (``sqlite://``, ``blackhole://``). What sinks apply is the
-change model, ``tributary.change``.
+``sinks.port`` holds the ``Sink`` port, its options and errors. Each backend is a subpackage
+(``mysql``, ``sqlite``, ``pump``, ``file``, ``blackhole``, ``print``); ``sinks.schemes.open_sink``
+picks one by URL scheme. Shared by the backends: ``checkpoint``, ``compact``, ``lexer``, ``urls``.
+What sinks apply is the change model, ``tributary.change``.
 """
 
 from tributary.sinks.port import Sink, SinkError, SinkOptions, UnsupportedDdl, pending

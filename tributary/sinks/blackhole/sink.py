@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import TracebackType
+from urllib.parse import SplitResult
 
 from tributary.change import Txn
-from tributary.sinks.port import SinkError, pending
+from tributary.sinks.port import SinkError, SinkOptions, pending
 
 
 class BlackholeSink:
@@ -48,3 +49,8 @@ class BlackholeSink:
 
     async def close(self) -> None:
         self._closed = True
+
+
+async def open_url(url: SplitResult, options: SinkOptions) -> BlackholeSink:
+    """The ``blackhole://`` opener for ``sinks.schemes``."""
+    return BlackholeSink(safe_mode=options.safe_mode)

@@ -264,7 +264,7 @@ def _options(url: SplitResult) -> tuple[int, float]:
 
 
 async def open_url(url: SplitResult, options: SinkOptions) -> FileSink:
-    """The ``file://`` opener for ``sinks.registry``."""
+    """The ``file://`` opener for ``sinks.schemes``."""
     path = url.netloc + url.path
     if not path:
         raise SinkError(f"file sink URL has no directory: {url.geturl()!r}")

@@ -16,9 +16,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from typing import TextIO
+from urllib.parse import SplitResult
 
 from tributary.change import Row, RowKind, Txn
-from tributary.sinks.port import SinkError, pending
+from tributary.sinks.port import SinkError, SinkOptions, pending
 
 
 def _row(values: Row) -> str:
@@ -68,3 +69,8 @@ class PrintSink:
 
     async def close(self) -> None:
         self._closed = True
+
+
+async def open_url(url: SplitResult, options: SinkOptions) -> PrintSink:
+    """The ``print://`` opener for ``sinks.schemes``."""
+    return PrintSink(safe_mode=options.safe_mode)

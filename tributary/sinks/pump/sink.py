@@ -153,7 +153,7 @@ def parse_url(url: SplitResult) -> PumpSinkUrl:
 
 
 async def open_url(url: SplitResult, options: SinkOptions) -> PumpSink:
-    """The ``pump://`` opener for ``sinks.registry``."""
+    """The ``pump://`` opener for ``sinks.schemes``."""
     cfg = parse_url(url)
     stack = AsyncExitStack()
     try:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import SplitResult
 
 import aiosqlite
 
@@ -30,7 +31,7 @@ from tributary.sinks.checkpoint import (
     checkpoint_save,
     checkpoint_setup,
 )
-from tributary.sinks.port import SinkError, UnsupportedDdl, pending
+from tributary.sinks.port import SinkError, SinkOptions, UnsupportedDdl, pending
 from tributary.sinks.sqlite.ddl import DropColumn, DropSchema, Step, translate
 from tributary.sql import SQLITE, Statement, quote, row_statements, sqlite_name
 
@@ -208,3 +209,11 @@ class SqliteSink:
             if not self._closed:
                 self._closed = True
                 await self._db.close()
+
+
+async def open_url(url: SplitResult, options: SinkOptions) -> SqliteSink:
+    """The ``sqlite://PATH`` opener for ``sinks.schemes``."""
+    path = url.netloc + url.path
+    if not path:
+        raise SinkError(f"sqlite sink URL has no path: {url.geturl()!r}")
+    return await SqliteSink.open(path, cluster_id=options.cluster_id, safe_mode=options.safe_mode)

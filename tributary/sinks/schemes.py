@@ -11,6 +11,8 @@
 * ``pump://ETCD_HOST:PORT[,HOST:PORT]/?name=X&cluster-id=N``: binlogs into a pump cluster, as
   TiDB writes them, for a drainer to read (``sinks.pump``).
 
+Each backend is a subpackage whose ``sink`` module has an ``open_url`` opener; ``OPENERS`` is
+the one table from scheme to opener, so a new backend is its subpackage plus one entry here.
 The sink is closed when the context ends, whatever happened inside it.
 """
 
@@ -20,39 +22,22 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from urllib.parse import SplitResult, urlsplit
 
-from tributary.sinks.blackhole.sink import BlackholeSink
+from tributary.sinks.blackhole import sink as blackhole
 from tributary.sinks.file import sink as file
 from tributary.sinks.mysql import sink as mysql
 from tributary.sinks.port import Sink, SinkError, SinkOptions
-from tributary.sinks.print.sink import PrintSink
+from tributary.sinks.print import sink as printer
 from tributary.sinks.pump import sink as pump
-from tributary.sinks.sqlite.sink import SqliteSink
-from tributary.sinks.urls import redact
+from tributary.sinks.sqlite import sink as sqlite
 
 Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]
 
-
-async def _sqlite(url: SplitResult, options: SinkOptions) -> Sink:
-    path = url.netloc + url.path
-    if not path:
-        raise SinkError(f"sqlite sink URL has no path: {url.geturl()!r}")
-    return await SqliteSink.open(path, cluster_id=options.cluster_id, safe_mode=options.safe_mode)
-
-
-async def _blackhole(url: SplitResult, options: SinkOptions) -> Sink:
-    return BlackholeSink(safe_mode=options.safe_mode)
-
-
-async def _print(url: SplitResult, options: SinkOptions) -> Sink:
-    return PrintSink(safe_mode=options.safe_mode)
-
-
-__all__ = ["OPENERS", "SinkOptions", "open_sink", "redact", "scheme_of"]
+__all__ = ["OPENERS", "open_sink", "scheme_of"]
 
 OPENERS: dict[str, Opener] = {
-    "sqlite": _sqlite,
-    "blackhole": _blackhole,
-    "print": _print,
+    "sqlite": sqlite.open_url,
+    "blackhole": blackhole.open_url,
+    "print": printer.open_url,
     "file": file.open_url,
     "mysql": mysql.open_url,
     "pump": pump.open_url,

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from tributary.change import Ddl, RowChange, TableInfo, Txn
-from tributary.sinks import SinkError
+from tributary.sinks import SinkError, SinkOptions
 from tributary.sinks.blackhole.sink import BlackholeSink
-from tributary.sinks.registry import OPENERS, SinkOptions, open_sink, redact, scheme_of
+from tributary.sinks.schemes import OPENERS, open_sink, scheme_of
 from tributary.sinks.sqlite.sink import SqliteSink
+from tributary.sinks.urls import redact
 
 OPTS = SinkOptions(cluster_id=7)
 T = TableInfo.build("s", "t", [("id", "int")], ["id"])
