@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.mariadb import MariaDBServer, make_template, running_server
-from tributary.sinks.blackhole import BlackholeSink
-from tributary.sinks.filter import TableFilter
-from tributary.sinks.model import Sink, SinkOptions, Txn
-from tributary.sinks.registry import open_sink
+from tributary.change import TableFilter, Txn
+from tributary.sinks import Sink, SinkOptions
+from tributary.sinks.blackhole.sink import BlackholeSink
+from tributary.sinks.schemes import open_sink
 from tributary.sources.mysql import Position, SourceConfig, current_position, open_source
 from tributary.sources.mysql.dump import BinlogDump
 

@@ -35,8 +35,9 @@ from services.spark.catchup import run_catchup
 from services.spark.session import spark_session
 from services.spark.target import Progress
 from tests.support.mariadb import MariaDBServer, make_template, running_server
-from tributary.sinks.model import RowChange, SinkOptions, SqlValue, TableInfo, Txn
-from tributary.sinks.registry import open_sink
+from tributary.change import RowChange, SqlValue, TableInfo, Txn
+from tributary.sinks import SinkOptions
+from tributary.sinks.schemes import open_sink
 from tributary.staging import StagingWriter
 
 CREATE = (

@@ -29,7 +29,7 @@ from tributary.cdc.keys import Keys
 from tributary.cdc.model import CaptureInfo
 from tributary.coord.etcd import EtcdKv
 from tributary.net import join_host_port, split_host_port
-from tributary.sinks.registry import open_sink
+from tributary.sinks.schemes import open_sink
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.tls import ALPN_HTTP, server_context
 

@@ -32,7 +32,7 @@ from tributary.cdc.model import (
     now_text,
 )
 from tributary.coord.kv import Kv
-from tributary.sinks.registry import OPENERS, scheme_of
+from tributary.sinks.schemes import OPENERS, scheme_of
 from tributary.wire.ts import from_seconds
 
 ChangeFeedInfoFn = Callable[[ChangeFeedInfo], ChangeFeedInfo]

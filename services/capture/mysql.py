@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from services.capture.source import SourceFailure, SourceItem
-from tributary.sinks.filter import TableFilter
+from tributary.change import TableFilter
 from tributary.sources import mysql as mysqlsource
 
 

@@ -7,7 +7,7 @@ processor then exposes ``(checkpoint_ts, position)`` for the manager to write in
 
 At-least-once, made harmless: the status is written only after the sink applied, so a new
 processor (after a crash or a move) resumes at or before what the sink holds, and the sink
-drops every transaction at or below its own checkpoint (``sinks.model.pending``). Example:
+drops every transaction at or below its own checkpoint (``sinks.pending``). Example:
 status says ts 100 @ ``bin.1:900``, the sink applied up to 130 before the old capture died;
 the new processor re-reads 110, 120, 130 (same ts), the sink drops them and applies 140 on.
 
@@ -33,7 +33,8 @@ from services.capture.source import ChangeSource, SourceItem
 from tributary.cdc.errors import CaptureError
 from tributary.cdc.keys import FeedId
 from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, RunningError, now_text
-from tributary.sinks.model import Sink, SinkError, SinkOptions, Txn
+from tributary.change import Txn
+from tributary.sinks import Sink, SinkError, SinkOptions
 
 log = logging.getLogger(__name__)
 

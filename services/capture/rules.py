@@ -1,4 +1,4 @@
-"""TiCDC filter rules (``db.table`` globs, ``!`` to exclude) as a ``sinks.filter.TableFilter``.
+"""TiCDC filter rules (``db.table`` globs, ``!`` to exclude) as a ``change.TableFilter``.
 
 TiCDC's table filter lets the last matching rule win; this translation is the common subset:
 positive rules form the allow-list, ``!`` rules the block-list, and a table replicates when it
@@ -16,7 +16,7 @@ import fnmatch
 from collections.abc import Sequence
 
 from services.capture.errors import BadRequest
-from tributary.sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter
+from tributary.change import DEFAULT_IGNORE_DBS, FilterError, TableFilter
 
 _GLOB = frozenset("*?[")
 

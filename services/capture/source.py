@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tributary.cdc.errors import CaptureError
-from tributary.sinks.filter import TableFilter
-from tributary.sinks.model import Txn
+from tributary.change import TableFilter, Txn
 
 
 class SourceFailure(CaptureError):

@@ -14,8 +14,8 @@ import logging
 
 from services.demo.endpoints import BANK_DB, DATABASES, is_mysql
 from services.demo.errors import DemoError
-from tributary.sinks.sql import Statement
 from tributary.sinks.urls import redact
+from tributary.sql import Statement
 from tributary.workload import Upstream, WorkloadError, open_upstream, total_balance
 
 log = logging.getLogger(__name__)

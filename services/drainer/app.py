@@ -57,9 +57,10 @@ from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
 from tributary.servicekit.net import status_addr
 from tributary.servicekit.node import claim_node
-from tributary.sinks.model import Sink, SinkOptions
-from tributary.sinks.model import SinkError as DownstreamError
-from tributary.sinks.registry import open_sink, redact
+from tributary.sinks import Sink, SinkOptions
+from tributary.sinks import SinkError as DownstreamError
+from tributary.sinks.schemes import open_sink
+from tributary.sinks.urls import redact
 from tributary.telemetry.grpcauth import enforce_allowed_cn
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.logs import ContextAdapter

@@ -25,9 +25,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from services.drainer.item import PulledBinlogItem
 from services.drainer.schema import SchemaTracker
 from services.drainer.translate import TranslateError, to_txn
+from tributary.change import TableFilter, Txn
 from tributary.ddlhistory import DdlHistory
-from tributary.sinks.filter import TableFilter
-from tributary.sinks.model import Txn
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import decimal
 from collections.abc import Callable, Iterable
 from typing import cast
 
-from tributary.sinks.model import SqlValue
+from tributary.change import SqlValue
 from tributary.tidbcodec import CoreTime, Datum, DecodeError, JsonNull, JsonValue, from_datum
 from tributary.tidbcodec import mysqltypes as mt
 from tributary.tidbcodec.enumset import set_to_str

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from services.drainer.errors import DrainerError
 from services.drainer.rowvalues import Decoder, row_decoder
+from tributary.change import TableInfo
 from tributary.ddlhistory import NOT_REPLICATED, TABLE_CHANGES, Action, DbInfo, DdlJob
 from tributary.ddlhistory import TableInfo as TidbTable
-from tributary.sinks.model import TableInfo
 from tributary.tidbcodec import ColumnType
 
 log = logging.getLogger(__name__)

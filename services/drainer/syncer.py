@@ -42,8 +42,9 @@ from services.drainer.catchup import CatchUp
 from services.drainer.errors import SinkError
 from services.drainer.item import PulledBinlogItem
 from services.drainer.progress import Checkpointer
-from tributary.sinks.model import Sink, Txn
-from tributary.sinks.model import SinkError as DownstreamError
+from tributary.change import Txn
+from tributary.sinks import Sink
+from tributary.sinks import SinkError as DownstreamError
 
 log = logging.getLogger(__name__)
 

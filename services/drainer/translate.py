@@ -1,4 +1,4 @@
-"""One pulled binlog -> one ``sinks.model.Txn``: DDL through the schema tracker, rows decoded.
+"""One pulled binlog -> one ``change.Txn``: DDL through the schema tracker, rows decoded.
 
 * A fake binlog gives a checkpoint-only Txn (no rows, no DDL).
 * A DDL binlog (``ddl_job_id > 0``): the job comes from the DDL history; jobs below its schema
@@ -30,8 +30,8 @@ from services.drainer.errors import DrainerError
 from services.drainer.item import PulledBinlogItem
 from services.drainer.rowvalues import Decoder
 from services.drainer.schema import SchemaError, SchemaTracker, TrackedTable
+from tributary.change import Ddl, RowChange, RowKind, TableInfo, Txn
 from tributary.ddlhistory import Action, DdlHistory, DdlHistoryError, DdlJob, SchemaState
-from tributary.sinks.model import Ddl, RowChange, RowKind, TableInfo, Txn
 from tributary.tidbcodec import CodecError, DecodeError
 from tributary.wire.binlog import MutationType
 from tributary.wire.views import (

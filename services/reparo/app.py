@@ -1,6 +1,6 @@
 """reparo's run: read the data directory, filter, apply to the destination in batches.
 
-The destination is any sink (``sinks.registry.open_sink``) opened with cluster ID 0; its
+The destination is any sink (``sinks.schemes.open_sink``) opened with cluster ID 0; its
 checkpoint says what an earlier run applied, so reading starts after it and a re-run applies
 nothing twice. Each batch holds ``txn-batch`` whole transactions; transactions the filter
 empties become checkpoint-only markers, so the checkpoint still moves over them. Files are read
@@ -18,8 +18,9 @@ from pathlib import Path
 
 from services.reparo.config import ReparoConfig
 from services.reparo.reader import read_txns
-from tributary.sinks.model import SinkOptions, Txn
-from tributary.sinks.registry import open_sink
+from tributary.change import Txn
+from tributary.sinks import SinkOptions
+from tributary.sinks.schemes import open_sink
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from services.reparo.app import run
 from services.reparo.config import ReparoConfig
 from tributary.settings import SettingsError, dump, load
-from tributary.sinks.model import SinkError
+from tributary.sinks import SinkError
 from tributary.telemetry import configure_logging_from
 
 log = logging.getLogger(__name__)

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from tributary.change import FilterError, TableFilter, parse_table
 from tributary.settings import STR_LIST, Kind, LogSettings, choice, group, setting
 from tributary.settings.parsers import parse_str_list
-from tributary.sinks.filter import FilterError, TableFilter, parse_table
-from tributary.sinks.registry import OPENERS, scheme_of
+from tributary.sinks.schemes import OPENERS, scheme_of
 from tributary.wire import ts
 
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S"

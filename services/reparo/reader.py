@@ -18,10 +18,17 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
-from tributary.sinks.binlogfile import Segment, Torn, list_segments, read_directory, scan_segment
-from tributary.sinks.file import load_savepoint
-from tributary.sinks.model import SinkError, Txn
-from tributary.sinks.pbcodec import PbCodecError, commit_ts_of, from_pb, parse_record
+from tributary.change import Txn
+from tributary.sinks import SinkError
+from tributary.sinks.file.binlogfile import (
+    Segment,
+    Torn,
+    list_segments,
+    read_directory,
+    scan_segment,
+)
+from tributary.sinks.file.pbcodec import PbCodecError, commit_ts_of, from_pb, parse_record
+from tributary.sinks.file.sink import load_savepoint
 
 log = logging.getLogger(__name__)
 

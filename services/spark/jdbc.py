@@ -22,8 +22,8 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from services.spark.errors import JobError
-from tributary.sinks.model import SinkError, SinkOptions
-from tributary.sinks.mysql_config import parse_url
+from tributary.sinks import SinkError, SinkOptions
+from tributary.sinks.mysql.config import parse_url
 
 log = logging.getLogger(__name__)
 

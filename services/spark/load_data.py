@@ -27,7 +27,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from tributary.sinks.sql import MYSQL, quote
+from tributary.sql import MYSQL, quote
 from tributary.staging.format import StagedColumn
 
 PREFIX = "v"  # before every text value: no text value reads as the NULL marker

@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from services.spark.jdbc import JdbcSession, MysqlEndpoint
 from services.spark.load_data import load_statement, write_csv
 from services.spark.target import Applied, Progress, TableChanges
-from tributary.sinks.sql import MYSQL, quote
+from tributary.sql import MYSQL, quote
 from tributary.staging.format import StagedTable
 
 log = logging.getLogger(__name__)

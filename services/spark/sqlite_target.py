@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 
 from services.spark.errors import JobError
 from services.spark.target import Applied, Progress, TableChanges
-from tributary.sinks.sql import SQLITE, quote, table_name
+from tributary.sql import SQLITE, quote, table_name
 from tributary.staging.format import StagedTable, arrow_kind
 
 CHUNK = 5000

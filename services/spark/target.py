@@ -2,7 +2,7 @@
 absent, as DataFrames; and the ``Target`` port the MySQL, SQLite and lake writers implement.
 
 ``open_target`` picks the writer by URL scheme: ``mysql://`` (``sinks.mysql``'s URL),
-``sqlite://PATH`` (``sinks.registry``'s form), ``parquet:///DIR`` (the lake).
+``sqlite://PATH`` (``sinks.schemes``'s form), ``parquet:///DIR`` (the lake).
 """
 
 from __future__ import annotations

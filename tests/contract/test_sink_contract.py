@@ -1,4 +1,4 @@
-"""One contract for ``sinks.model.Sink``, run against every implementation.
+"""One contract for ``sinks.Sink``, run against every implementation.
 
 Every sink: checkpoint is None before the first batch and the last commit ts after one; replays at
 or below the checkpoint are skipped; a batch out of commit order fails and changes nothing.
@@ -22,9 +22,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tributary.sinks.model import Ddl, RowChange, Sink, SinkError, TableInfo, Txn
-from tributary.sinks.mysql import open_url as open_mysql
-from tributary.sinks.registry import SinkOptions, open_sink
+from tributary.change import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks import Sink, SinkError, SinkOptions
+from tributary.sinks.mysql.sink import open_url as open_mysql
+from tributary.sinks.schemes import open_sink
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

@@ -1,7 +1,7 @@
 """The checker against a real MariaDB: versus the SQLite sink's file and versus MariaDB.
 
 The SQLite downstreams are written by the real ``SqliteSink`` from row values formatted the
-way the drainer formats them (``sinks.model``: DECIMAL and temporal values as MySQL literal
+way the drainer formats them (``change.model``: DECIMAL and temporal values as MySQL literal
 text, float32 for FLOAT, bytes for binary strings), so "equal" here means the checker's
 canonical form makes MariaDB's driver values and the sink's stored values meet.
 """
@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.checker import DiffKind, Presence, Report, RowDiff, compare
-from tributary.sinks.model import Ddl, RowChange, TableInfo, Txn
-from tributary.sinks.sql import sqlite_name
-from tributary.sinks.sqlite import SqliteSink
+from tributary.sinks.sqlite.sink import SqliteSink
+from tributary.sql import sqlite_name
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

@@ -21,6 +21,7 @@ from tests.support.etcd import EtcdProcess
 from tests.support.pump import RunningPump, pump_config, running_pump
 from tests.support.stubs import commit, prewrite, pump_stub, write
 from tests.unit.test_pumpclient_peer import eventually
+from tributary.change import Txn
 from tributary.config.drainer import DrainerConfig
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv
@@ -30,7 +31,6 @@ from tributary.pumpclient import PumpsClient
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import ROOT, NodeKind, NodeState, NodeStatus
 from tributary.settings import ListenSettings
-from tributary.sinks.model import Txn
 from tributary.tidbcodec import IntDatum, encode_inserted_row
 from tributary.tidbcodec import mysqltypes as mt
 from tributary.tso.client import TsoClient

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tributary.sinks.filter import TableFilter
-from tributary.sinks.model import RowKind
+from tributary.change import RowKind, TableFilter
 from tributary.sources.mysql import (
     Position,
     SourceConfig,

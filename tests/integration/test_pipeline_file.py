@@ -12,7 +12,7 @@ import pytest
 from services.reparo.cli import main as reparo
 from tests.support.pipeline import ORDERS, commit, ddl, row, running_pipeline
 from tributary.ddlhistory import Action
-from tributary.sinks.file import load_savepoint
+from tributary.sinks.file.sink import load_savepoint
 
 pytestmark = [pytest.mark.etcd, pytest.mark.timeout(180)]
 

@@ -12,10 +12,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from tests.support.pipeline import ORDERS, commit, ddl, row, running_pipeline
+from tributary.change import RowKind, Txn
 from tributary.ddlhistory import Action
 from tributary.sinks.kafka.secondary import decode_txn
 from tributary.sinks.kafka.sink import KafkaSettings, last_commit_ts
-from tributary.sinks.model import RowKind, Txn
 
 if TYPE_CHECKING:
     from tests.support.kafka import KafkaBroker

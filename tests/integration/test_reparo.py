@@ -18,10 +18,10 @@ import pytest
 
 from services.reparo.cli import main
 from services.reparo.config import ReparoConfig
+from tributary.change import Ddl, RowChange, SqlValue, TableInfo, Txn
 from tributary.settings import load
-from tributary.sinks.binlogfile import list_segments
-from tributary.sinks.file import FileSink
-from tributary.sinks.model import Ddl, RowChange, SqlValue, TableInfo, Txn
+from tributary.sinks.file.binlogfile import list_segments
+from tributary.sinks.file.sink import FileSink
 from tributary.wire import ts as tso
 
 ROOT = Path(__file__).resolve().parents[2]

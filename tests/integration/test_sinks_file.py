@@ -16,10 +16,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tributary.sinks.binlogfile import Record, encode, list_segments, read_directory, segment_name
-from tributary.sinks.file import SAVEPOINT, FileSink, open_url
-from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
-from tributary.sinks.pbcodec import decode_txn, encode_txn
+from tributary.change import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks import SinkError, SinkOptions
+from tributary.sinks.file.binlogfile import (
+    Record,
+    encode,
+    list_segments,
+    read_directory,
+    segment_name,
+)
+from tributary.sinks.file.pbcodec import decode_txn, encode_txn
+from tributary.sinks.file.sink import SAVEPOINT, FileSink, open_url
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCT = TableInfo.build("shop", "acct", [("id", "int"), ("name", "varchar(20)")], ["id"])

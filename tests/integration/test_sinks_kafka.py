@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from tributary.change import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks import SinkError, SinkOptions
 from tributary.sinks.kafka.secondary import decode_txn
-from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
-from tributary.sinks.registry import open_sink
+from tributary.sinks.schemes import open_sink
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -15,10 +15,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tributary.sinks.causality import Causality, keys_of
+from tributary.change import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks import SinkError, SinkOptions
 from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
-from tributary.sinks.mysql import MysqlSink, open_url
+from tributary.sinks.mysql.causality import Causality, keys_of
+from tributary.sinks.mysql.sink import MysqlSink, open_url
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase
@@ -80,7 +81,7 @@ TYPES = [
     ("j", "json", "JSON"),
 ]
 BIG_DECIMAL = "-12345678901234567890123456789012345.123456789012345678901234567890"
-# What the translator sends (sinks.model), and what asyncmy reads back.
+# What the translator sends (change.model), and what asyncmy reads back.
 EXTREMES: list[tuple[Any, Any]] = [
     (1, 1),
     (-128, -128),

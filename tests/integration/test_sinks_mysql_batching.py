@@ -9,9 +9,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
-from tributary.sinks.mysql import MysqlSink, open_url
-from tributary.sinks.mysql_conn import MAX_QUERY
+from tributary.change import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks import SinkError, SinkOptions
+from tributary.sinks.mysql.conn import MAX_QUERY
+from tributary.sinks.mysql.sink import MysqlSink, open_url
 
 if TYPE_CHECKING:
     from tests.support.mariadb import InstanceFactory, MariaDBServer

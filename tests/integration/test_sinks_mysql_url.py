@@ -8,10 +8,11 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from tributary.sinks.model import Ddl, RowChange, SinkError, SinkOptions, TableInfo, Txn
-from tributary.sinks.mysql import open_url
-from tributary.sinks.mysql_config import MysqlConfig, parse_url
-from tributary.sinks.mysql_conn import ConnectParams
+from tributary.change import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks import SinkError, SinkOptions
+from tributary.sinks.mysql.config import MysqlConfig, parse_url
+from tributary.sinks.mysql.conn import ConnectParams
+from tributary.sinks.mysql.sink import open_url
 from tributary.sinks.urls import redact
 
 if TYPE_CHECKING:

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.pipeline import Pipeline, running_pipeline
-from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.model import Ddl, RowChange, SinkOptions, SqlValue, TableInfo, Txn
-from tributary.sinks.pump import checkpoint_key
-from tributary.sinks.pump_types import column_type
-from tributary.sinks.pump_values import typed
-from tributary.sinks.registry import open_sink
-from tributary.sinks.sql import SQLITE, checkpoint_load
+from tributary.change import Ddl, RowChange, SqlValue, TableInfo, Txn
+from tributary.sinks import SinkOptions
+from tributary.sinks.checkpoint import CheckpointRecord, checkpoint_load
+from tributary.sinks.pump.sink import checkpoint_key
+from tributary.sinks.pump.types import column_type
+from tributary.sinks.pump.values import typed
+from tributary.sinks.schemes import open_sink
+from tributary.sql import SQLITE
 
 pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -1,4 +1,4 @@
-"""The MySQL dialect of ``sinks.sql`` executed on a real MariaDB through asyncmy.
+"""The MySQL dialect of ``tributary.sql`` executed on a real MariaDB through asyncmy.
 
 Also the consistent-mode recipe the MySQL sink will use: a batch's statements and the checkpoint
 row in one InnoDB transaction, so a failure part way leaves neither.
@@ -11,21 +11,15 @@ from typing import TYPE_CHECKING, Any
 import asyncmy.errors
 import pytest
 
-from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.model import Ddl, RowChange, TableInfo
-from tributary.sinks.sql import (
-    MYSQL,
-    Statement,
+from tributary.change import Ddl, RowChange, TableInfo
+from tributary.sinks.checkpoint import (
+    CheckpointRecord,
     checkpoint_load,
     checkpoint_save,
     checkpoint_setup,
-    delete,
-    delete_many,
-    insert,
-    mysql_ddl,
-    row_statements,
-    update,
 )
+from tributary.sinks.mysql.statements import mysql_ddl
+from tributary.sql import MYSQL, Statement, delete, delete_many, insert, row_statements, update
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase

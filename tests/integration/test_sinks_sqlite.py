@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from tributary.change import Ddl, Row, RowChange, TableInfo, Txn
+from tributary.sinks import SinkError, UnsupportedDdl
 from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.model import Ddl, Row, RowChange, SinkError, TableInfo, Txn, UnsupportedDdl
-from tributary.sinks.sqlite import SqliteSink
+from tributary.sinks.sqlite.sink import SqliteSink
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNTS, START = 20, 1000

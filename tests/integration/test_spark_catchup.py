@@ -20,8 +20,9 @@ from services.spark.catchup import run_catchup
 from services.spark.lake_manifest import MANIFEST, Manifest
 from services.spark.target import Progress
 from tests.support.spark_data import ddls, workload
-from tributary.sinks.model import RowChange, SinkOptions, SqlValue, TableInfo, Txn
-from tributary.sinks.registry import open_sink
+from tributary.change import RowChange, SqlValue, TableInfo, Txn
+from tributary.sinks import SinkOptions
+from tributary.sinks.schemes import open_sink
 from tributary.staging import StagingWriter
 from tributary.wire.ts import compose
 

@@ -22,7 +22,7 @@ from tests.integration.test_workload_replication import (
     replicate,
 )
 from tests.support.etcd import EtcdProcess
-from tributary.sinks.sql import Dialect, Statement
+from tributary.sql import Dialect, Statement
 from tributary.wire.binlog import Binlog
 from tributary.workload import Bank, total_balance
 from tributary.workload.bank import OPENING

@@ -28,8 +28,8 @@ from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv
 from tributary.ddlhistory import KvDdlHistory
 from tributary.pumpclient import PumpsClient
-from tributary.sinks.sql import Statement, sqlite_name
-from tributary.sinks.sqlite import SqliteSink
+from tributary.sinks.sqlite.sink import SqliteSink
+from tributary.sql import Statement, sqlite_name
 from tributary.tso.client import TsoClient
 from tributary.wire.binlog import Pos, PullBinlogReq, PullBinlogResp, PumpStub
 from tributary.workload import (

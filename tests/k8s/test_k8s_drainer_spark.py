@@ -28,8 +28,8 @@ from tests.support.k8s import RELEASE, InstalledChart, KubeApiServer, eventually
 from tests.support.pipeline import ORDERS, commit, ddl, row, running_pipeline
 from tributary.ddlhistory import Action
 from tributary.image import IMAGE_UID
-from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.sql import SQLITE, checkpoint_load
+from tributary.sinks.checkpoint import CheckpointRecord, checkpoint_load
+from tributary.sql import SQLITE
 
 pytestmark = [pytest.mark.slow, pytest.mark.etcd, pytest.mark.timeout(300)]
 

@@ -3,7 +3,7 @@
 ``FakeLog`` is a ``services.capture.source.ChangeSource``: transactions appended to a list,
 position tokens are indexes, commit ts fixed at append time (so replays give equal ts, as the
 real source does). ``FakeDownstream`` opens ``FakeSink``s that share one store keyed by the
-sink's checkpoint id, applying batches as real sinks do (``sinks.model.pending``), and can be
+sink's checkpoint id, applying batches as real sinks do (``sinks.pending``), and can be
 told to fail.
 """
 
@@ -15,8 +15,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from services.capture.source import SourceFailure, SourceItem
-from tributary.sinks.filter import TableFilter
-from tributary.sinks.model import RowChange, SinkError, SinkOptions, TableInfo, Txn, pending
+from tributary.change import RowChange, TableFilter, TableInfo, Txn
+from tributary.sinks import SinkError, SinkOptions, pending
 
 TABLE = TableInfo.build("shop", "t", [("id", "bigint"), ("v", "varchar(20)")], ["id"])
 OTHER = TableInfo.build("test", "x", [("id", "bigint")], ["id"])

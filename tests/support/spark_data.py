@@ -1,12 +1,12 @@
 """Row changes for the Spark tests: two keyed tables, a seeded mix of inserts, updates of
-existing keys (some changing the key), deletes and re-inserts, as ``sinks.model`` transactions."""
+existing keys (some changing the key), deletes and re-inserts, as ``change.model`` transactions."""
 
 from __future__ import annotations
 
 import random
 from decimal import Decimal
 
-from tributary.sinks.model import Ddl, RowChange, TableInfo, Txn
+from tributary.change import Ddl, RowChange, TableInfo, Txn
 
 ITEMS_COLUMNS = [
     ("id", "bigint"),

@@ -23,7 +23,7 @@ from tests.support.capture_fakes import FakeDownstream, FakeLog
 from tributary.cdc.keys import FeedId, Keys
 from tributary.cdc.model import CaptureInfo, FeedState, TaskPosition
 from tributary.coord.memory import MemoryKv
-from tributary.sinks.model import SinkError
+from tributary.sinks import SinkError
 
 KEYS = Keys("default")
 FEED = FeedId("default", "cf-1")

@@ -9,6 +9,7 @@ import pytest
 from services.drainer.schema import SchemaTracker
 from services.drainer.translate import to_txn
 from tests.unit.test_drainer_translate import INS, UPD, ddl, dml, insert, mutation
+from tributary.change import Ddl
 from tributary.coord.memory import MemoryKv
 from tributary.ddlhistory import (
     Action,
@@ -22,7 +23,6 @@ from tributary.ddlhistory import (
     table_info,
     with_keys,
 )
-from tributary.sinks.model import Ddl
 from tributary.tidbcodec import ColumnType, encode_updated_row, to_datum
 from tributary.tidbcodec import mysqltypes as mt
 

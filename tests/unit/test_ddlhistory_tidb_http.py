@@ -22,6 +22,7 @@ from services.drainer.translate import to_txn
 from tests.support.net import free_port
 from tests.unit.test_ddlhistory_json import CREATE_DB_JOB, CREATE_TABLE_JOB
 from tests.unit.test_drainer_translate import INS, ddl, dml, insert, mutation
+from tributary.change import Ddl, RowKind
 from tributary.ddlhistory import (
     DdlHistoryError,
     JobState,
@@ -30,7 +31,6 @@ from tributary.ddlhistory import (
     TidbHttpDdlHistory,
     job_from_json,
 )
-from tributary.sinks.model import Ddl, RowKind
 
 Doc = dict[str, Any]
 

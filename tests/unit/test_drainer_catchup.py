@@ -27,10 +27,10 @@ from services.drainer.state import DrainerState
 from services.drainer.syncer import Syncer
 from tests.unit.test_drainer_checkpoint import MemoryCheckpoint
 from tests.unit.test_drainer_syncer import RecordingSink
+from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.config.drainer import DrainerConfig
 from tributary.registry.status import NodeKind, NodeState
 from tributary.settings import SettingsError, load
-from tributary.sinks.model import Ddl, RowChange, TableInfo, Txn
 from tributary.staging import OP_DELETE, OP_UPSERT, read_range
 from tributary.telemetry.http import OpsServer
 from tributary.wire.ts import compose

@@ -15,7 +15,7 @@ from services.drainer.state import Action, DrainerState, StateError
 from tributary.config.drainer import DrainerConfig
 from tributary.registry.status import NodeState
 from tributary.settings import SettingsError, load
-from tributary.sinks.registry import redact
+from tributary.sinks.urls import redact
 from tributary.wire.binlog import Binlog, BinlogType, Entity, Meta, PullBinlogResp
 
 DRAINER_TOML = """

@@ -18,9 +18,8 @@ from services.drainer.translate import DdlJobMissing
 from tests.unit.test_drainer_checkpoint import MemoryCheckpoint
 from tests.unit.test_drainer_schema import T1, create_db, create_table
 from tests.unit.test_drainer_translate import ddl, dml, history_with, insert, mutation
-from tributary.sinks.filter import TableFilter
-from tributary.sinks.model import RowChange, TableInfo, Txn
-from tributary.sinks.model import SinkError as DownstreamError
+from tributary.change import RowChange, TableFilter, TableInfo, Txn
+from tributary.sinks import SinkError as DownstreamError
 from tributary.wire.binlog import MutationType
 
 T = TableInfo.build("db", "t", [("id", "bigint")], ["id"])

@@ -1,4 +1,4 @@
-"""Binlog -> sinks.model.Txn: rows built with TiDB's codec, DDL through the history and tracker."""
+"""Binlog -> change.Txn: rows built with TiDB's codec, DDL through the history and tracker."""
 
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ from tests.unit.test_drainer_schema import (
     job,
     table,
 )
+from tributary.change import Ddl, RowKind, Txn
 from tributary.coord.memory import MemoryKv
 from tributary.ddlhistory import Action, DdlJob, JobState, KvDdlHistory, SchemaState, TableInfo
-from tributary.sinks.model import Ddl, RowKind, Txn
 from tributary.tidbcodec import (
     JSON_NULL,
     BytesDatum,

@@ -24,7 +24,7 @@ from tributary.errors import TributaryError
 from tributary.pumpclient.errors import PumpClientError, RpcFailure
 from tributary.registry.registry import NodeNotFoundError, RegistryError
 from tributary.settings.errors import Problem, SettingsError
-from tributary.sinks.model import SinkError
+from tributary.sinks import SinkError
 from tributary.sources.mysql.errors import ConnectionLost, ServerError, SourceError
 from tributary.staging.format import StagingError
 from tributary.tidbcodec.errors import CodecError, DecodeError

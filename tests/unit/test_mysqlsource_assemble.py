@@ -8,8 +8,7 @@ import zlib
 
 import pytest
 
-from tributary.sinks.filter import TableFilter
-from tributary.sinks.model import Ddl, RowKind
+from tributary.change import Ddl, RowKind, TableFilter
 from tributary.sources.mysql import Position
 from tributary.sources.mysql import events as ev
 from tributary.sources.mysql.assemble import Assembler, SourceTxn

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from tributary.sinks.filter import TableFilter
+from tributary.change import TableFilter
 from tributary.sources.mysql import Position, SourceConfig
 from tributary.sources.mysql.charsets import Charsets
 from tributary.sources.mysql.ddl import DdlTarget, classify

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from tributary.sinks.binlogfile import (
+from tributary.sinks.file.binlogfile import (
     MAGIC,
     BinlogFileError,
     CorruptRecord,

@@ -1,4 +1,4 @@
-"""Causality keys and worker assignment (``sinks.causality``).
+"""Causality keys and worker assignment (``sinks.mysql.causality``).
 
 The property that matters: dispatching a stretch with ``Causality`` (flush on conflict) and
 running each worker's queue in order, workers interleaved in any way, ends in the state of
@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tributary.sinks.causality import Causality, keys_of
-from tributary.sinks.model import RowChange, RowKind, TableInfo
+from tributary.change import RowChange, RowKind, TableInfo
+from tributary.sinks.mysql.causality import Causality, keys_of
 
 T = TableInfo.build(
     "s", "t", [("id", "int"), ("u", "varchar(5)"), ("v", "int")], ["id"], {"uk": ["u"]}

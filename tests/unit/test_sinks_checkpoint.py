@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from tributary.sinks import SinkError
 from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.model import SinkError
 
 
 def test_json_has_tidb_binlog_keys() -> None:

@@ -1,5 +1,5 @@
 """Batch compaction (``sinks.compact``) against a pure model of a MySQL table, and the
-statements the MySQL sink makes of it (``sinks.mysql_statements``).
+statements the MySQL sink makes of it (``sinks.mysql.statements``).
 
 The model keeps MySQL's rules for a table with a primary key and a unique key (NULLs may
 repeat): INSERT fails on any duplicate, REPLACE first deletes every row it collides with,
@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tributary.change import Row, RowChange, RowKind, TableInfo
 from tributary.sinks.compact import Compacted, compact
-from tributary.sinks.model import Row, RowChange, RowKind, TableInfo
-from tributary.sinks.mysql_statements import chunks, compacted_statements, plain_statements
+from tributary.sinks.mysql.statements import chunks, compacted_statements, plain_statements
 
 T = TableInfo.build("s", "t", [("id", "int"), ("u", "int"), ("v", "int")], ["id"], {"uk": ["u"]})
 BARE = TableInfo.build("s", "log", [("k", "int"), ("v", "int")])
@@ -220,7 +220,7 @@ def test_tables_are_told_apart_by_schema_and_name() -> None:
     assert [(tc.table.schema, len(tc.inserts)) for tc in c.tables] == [("s", 1), ("s2", 1)]
 
 
-# -- the statements (sinks.mysql_statements) ----------------------------------------------------
+# -- the statements (sinks.mysql.statements) ----------------------------------------------------
 
 
 def test_chunks_cut_at_rows_bytes_and_column_sets() -> None:

@@ -7,8 +7,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tributary.change import Ddl, RowChange, TableInfo, Txn
+from tributary.sinks import SinkError
 from tributary.sinks.kafka.secondary import SecondaryBinlogError, decode_txn, encode_txn
-from tributary.sinks.model import Ddl, RowChange, SinkError, TableInfo, Txn
 from tributary.wire.slave.binlog import Binlog, BinlogType, MutationType
 
 T = TableInfo.build(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tributary.sinks.mysql_conn import MAX_QUERY, queries
+from tributary.sinks.mysql.conn import MAX_QUERY, queries
 
 
 def test_statements_share_a_query_up_to_the_limit() -> None:

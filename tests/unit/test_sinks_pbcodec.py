@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tributary.sinks.model import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
-from tributary.sinks.pbcodec import (
+from tributary.change import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
+from tributary.sinks.file.pbcodec import (
     PbCodecError,
     column_type,
     ddl_query,

@@ -13,11 +13,12 @@ import pytest
 from services.drainer.item import PulledBinlogItem
 from services.drainer.schema import SchemaTracker
 from services.drainer.translate import to_txn
+from tributary.change import Ddl, RowChange, SqlValue, TableInfo, Txn
 from tributary.coord.memory import MemoryKv
 from tributary.ddlhistory import Action, KvDdlHistory
 from tributary.pumpclient import PumpClientError
-from tributary.sinks.model import Ddl, RowChange, SinkError, SqlValue, TableInfo, Txn
-from tributary.sinks.pump import PumpSink, checkpoint_key, parse_url
+from tributary.sinks import SinkError
+from tributary.sinks.pump.sink import PumpSink, checkpoint_key, parse_url
 from tributary.wire.binlog import Binlog, BinlogType
 
 COLUMNS = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tributary.change import TableInfo
 from tributary.ddlhistory import mysql_type
-from tributary.sinks.model import TableInfo
-from tributary.sinks.pump_types import UnsupportedType, column_type, comparison_key, tidb_table
+from tributary.sinks.pump.types import UnsupportedType, column_type, comparison_key, tidb_table
 from tributary.tidbcodec import mysqltypes as mt
 
 

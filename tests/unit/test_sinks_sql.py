@@ -6,18 +6,16 @@ import sqlite3
 
 import pytest
 
-from tributary.sinks.model import Ddl, Row, RowChange, SqlValue, TableInfo
-from tributary.sinks.sql import (
+from tributary.change import Ddl, Row, RowChange, SqlValue, TableInfo
+from tributary.sinks.checkpoint import checkpoint_load, checkpoint_save, checkpoint_setup
+from tributary.sinks.mysql.statements import mysql_ddl
+from tributary.sql import (
     MYSQL,
     SQLITE,
     Statement,
-    checkpoint_load,
-    checkpoint_save,
-    checkpoint_setup,
     delete,
     delete_many,
     insert,
-    mysql_ddl,
     quote,
     row_statements,
     table_name,

@@ -6,9 +6,10 @@ import sqlite3
 
 import pytest
 
-from tributary.sinks.model import Ddl, UnsupportedDdl
-from tributary.sinks.mysql_lexer import tokenize
-from tributary.sinks.sqlite_ddl import DropColumn, DropSchema, Step, translate
+from tributary.change import Ddl
+from tributary.sinks import UnsupportedDdl
+from tributary.sinks.lexer import tokenize
+from tributary.sinks.sqlite.ddl import DropColumn, DropSchema, Step, translate
 
 
 def tr(query: str, schema: str = "shop") -> list[Step]:

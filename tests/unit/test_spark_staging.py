@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tributary.sinks.model import Ddl, RowChange, SqlValue, TableInfo, Txn
+from tributary.change import Ddl, RowChange, SqlValue, TableInfo, Txn
 from tributary.staging import StagingError, StagingWriter, arrow_kind, read_range
 
 T = TableInfo.build(

@@ -13,11 +13,11 @@ import pytest
 from services.drainer.item import PulledBinlogItem
 from services.drainer.schema import SchemaTracker
 from services.drainer.translate import to_txn
+from tributary.change import RowKind
 from tributary.coord.memory import MemoryKv
 from tributary.ddlhistory import Action, DbInfo, DdlJob, KvDdlHistory, TableInfo, ddl_job
-from tributary.sinks.model import RowKind
-from tributary.sinks.pump_rows import DELETE, INSERT, UPDATE, MutationBuilder, row_id
-from tributary.sinks.pump_values import duration_text, parse_duration, stored, typed
+from tributary.sinks.pump.rows import DELETE, INSERT, UPDATE, MutationBuilder, row_id
+from tributary.sinks.pump.values import duration_text, parse_duration, stored, typed
 from tributary.tidbcodec import (
     EXTRA_HANDLE_ID,
     JSON_NULL,

@@ -12,7 +12,7 @@ from tests.unit.test_workload_txn import SPEC, Events, LoggingTso, LoggingWriter
 from tributary.coord.kv import Compare, Delete, KvError, Put, TxnResult
 from tributary.coord.memory import MemoryKv
 from tributary.ddlhistory import JOBS_PREFIX, Action, KvDdlHistory
-from tributary.sinks.sql import Statement
+from tributary.sql import Statement
 from tributary.workload import columns
 from tributary.workload.catalog import Catalog
 from tributary.workload.env import Env

@@ -9,7 +9,7 @@ from pathlib import Path
 import asyncmy.errors
 import pytest
 
-from tributary.sinks.sql import Statement
+from tributary.sql import Statement
 from tributary.workload.cli import parse_args
 from tributary.workload.errors import Conflict, ConnectionLost, UpstreamError
 from tributary.workload.runner import Pacer, _Budget

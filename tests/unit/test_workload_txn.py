@@ -14,7 +14,7 @@ import pytest
 from tributary.coord.memory import MemoryKv
 from tributary.ddlhistory import KvDdlHistory
 from tributary.pumpclient import PumpClientError
-from tributary.sinks.sql import Dialect, Statement
+from tributary.sql import Dialect, Statement
 from tributary.tidbcodec import IntDatum, decode_updated_row
 from tributary.tso.errors import TsoError
 from tributary.wire.binlog import PrewriteValue

@@ -28,7 +28,7 @@ from tributary.checker.coltypes import ColumnType, Kind, mysql_type
 from tributary.checker.errors import SourceError, UsageError
 from tributary.checker.model import ChunkSum, Column, Shape, TableName, Where
 from tributary.checker.source import KeyTerm, SelectingSource, display_url
-from tributary.sinks.sql import MYSQL, quote
+from tributary.sql import MYSQL, quote
 
 log = logging.getLogger(__name__)
 

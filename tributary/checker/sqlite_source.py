@@ -1,7 +1,7 @@
 """A side held in an SQLite file written by the SQLite sink, read through aiosqlite.
 
 The file is opened read-only. Upstream ``db.table`` is the SQLite table ``db__table`` (split at
-the first ``__``; ``sinks.sql.sqlite_name``); the sink's ``tidb_binlog__checkpoint`` and
+the first ``__``; ``sql.sqlite_name``); the sink's ``tidb_binlog__checkpoint`` and
 SQLite's own ``sqlite_*`` tables are never listed. SQLite keeps only affinities, so the value
 types come from the other side (``pairing.value_type``).
 
@@ -30,7 +30,7 @@ from tributary.checker.coltypes import ColumnType, Kind, sqlite_type
 from tributary.checker.errors import SourceError, UsageError
 from tributary.checker.model import ChunkSum, Column, Shape, TableName, Where
 from tributary.checker.source import KeyTerm, SelectingSource, display_url
-from tributary.sinks.sql import SQLITE, quote, sqlite_name
+from tributary.sql import SQLITE, quote, sqlite_name
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from tributary.change import DEFAULT_IGNORE_DBS, FilterError, TableFilter
 from tributary.net import split_host_port
 from tributary.settings import (
     DURATION,
@@ -32,7 +33,6 @@ from tributary.settings import (
     setting,
     tables,
 )
-from tributary.sinks.filter import DEFAULT_IGNORE_DBS, FilterError, TableFilter
 
 DB_TYPES = ("mysql", "tidb", "file", "pb", "kafka", "sqlite", "print", "blackhole")
 

@@ -1,6 +1,6 @@
 """A column's type as written in MySQL DDL, from TiDB's field type (``types.FieldType``).
 
-Sinks receive it in ``sinks.model.ColumnInfo.mysql_type``. Display widths are left out
+Sinks receive it in ``change.ColumnInfo.mysql_type``. Display widths are left out
 (``int``, not ``int(11)``); lengths that change the type are kept (``varchar(20)``,
 ``decimal(10,2)``, ``datetime(3)``, ``bit(8)``). Example: ``Tp=8, Flag=UNSIGNED`` ->
 ``bigint unsigned``; ``Tp=15, Flen=20, Charset=binary`` -> ``varbinary(20)``.

@@ -1,33 +1,11 @@
 """Sinks: the downstreams that the drainer and the capture cluster apply transactions to.
 
-``sinks.model`` holds the value objects and the ``Sink`` port; ``sinks.registry.open_sink``
-picks an implementation by URL scheme (``sqlite://``, ``blackhole://``).
+``sinks.port`` holds the ``Sink`` port, its options and errors. Each backend is a subpackage
+(``mysql``, ``sqlite``, ``pump``, ``file``, ``blackhole``, ``print``); ``sinks.schemes.open_sink``
+picks one by URL scheme. Shared by the backends: ``checkpoint``, ``compact``, ``lexer``, ``urls``.
+What sinks apply is the change model, ``tributary.change``.
 """
 
-from tributary.sinks.model import (
-    ColumnInfo,
-    Ddl,
-    RowChange,
-    RowKind,
-    Sink,
-    SinkError,
-    SinkOptions,
-    TableInfo,
-    Txn,
-    UniqueKey,
-    UnsupportedDdl,
-)
+from tributary.sinks.port import Sink, SinkError, SinkOptions, UnsupportedDdl, pending
 
-__all__ = [
-    "ColumnInfo",
-    "Ddl",
-    "RowChange",
-    "RowKind",
-    "Sink",
-    "SinkError",
-    "SinkOptions",
-    "TableInfo",
-    "Txn",
-    "UniqueKey",
-    "UnsupportedDdl",
-]
+__all__ = ["Sink", "SinkError", "SinkOptions", "UnsupportedDdl", "pending"]

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tributary.sinks.model import Row, RowChange, RowKind, SqlValue, TableInfo
+from tributary.change import Row, RowChange, RowKind, SqlValue, TableInfo
 
 Key = tuple[SqlValue, ...]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tributary.sinks.model import Row, RowKind, SqlValue, TableInfo, Txn
+from tributary.change import Row, RowKind, SqlValue, TableInfo, Txn
 from tributary.staging.format import (
     COMMIT_TS,
     META_COLUMNS,

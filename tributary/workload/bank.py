@@ -15,7 +15,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 
-from tributary.sinks.sql import MYSQL, SQLITE, Dialect, table_name
+from tributary.sql import MYSQL, SQLITE, Dialect, table_name
 from tributary.workload.columns import TableSpec, bigint, datetime
 from tributary.workload.env import Env
 from tributary.workload.errors import WorkloadError

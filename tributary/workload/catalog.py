@@ -1,5 +1,5 @@
 """What the workload knows of the upstream schema: the history's databases, tables (TiDB table
-infos) and schema version (``sinks.pump_schema.HistoryCatalog``), plus one read/write lock per
+infos) and schema version (``sinks.pump.schema.HistoryCatalog``), plus one read/write lock per
 table.
 
 The catalog follows the DDL history: :meth:`Catalog.load` replays every job (a restarted
@@ -19,8 +19,8 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 
 from tributary.ddlhistory import DdlHistory
-from tributary.sinks.pump_rows import Table, sink_table
-from tributary.sinks.pump_schema import HistoryCatalog
+from tributary.sinks.pump.rows import Table, sink_table
+from tributary.sinks.pump.schema import HistoryCatalog
 from tributary.workload.rwlock import RwLock
 
 __all__ = ["Catalog", "Table", "sink_table"]

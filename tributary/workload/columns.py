@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tributary.ddlhistory import IndexColumn, IndexInfo, TableInfo, table_info
-from tributary.sinks.sql import MYSQL, quote
+from tributary.sql import MYSQL, quote
 from tributary.tidbcodec import mysqltypes as mt
 
 UTF8 = ("utf8mb4", "utf8mb4_bin")

@@ -10,7 +10,7 @@ Base tables (in database ``<db>``):
 * ``composite`` a two-column primary key (n, region): not a handle in TiDB.
 
 A transaction changes 1..10 rows of one or two tables: inserts, updates (of an integer
-primary key too, now and then; keys of the other tables never change, see ``sinks.pump_rows``)
+primary key too, now and then; keys of the other tables never change, see ``sinks.pump.rows``)
 and deletes. With probability ``ddl_ratio`` a step is a DDL instead (``workload.mixed_ddl``).
 Each table has a locator column (first primary or unique key column, an integer) from which
 new keys are drawn (a per-table counter starting after the largest key) and rows are picked
@@ -24,7 +24,7 @@ import logging
 import random
 from dataclasses import dataclass
 
-from tributary.sinks.pump_values import Value
+from tributary.sinks.pump.values import Value
 from tributary.tidbcodec import mysqltypes as mt
 from tributary.workload.catalog import Table
 from tributary.workload.env import Env

@@ -1,10 +1,10 @@
 """Row statements on the upstream: locking reads, inserts, updates and deletes of typed rows.
 
-Text comes from ``sinks.sql`` (the same rules a drainer uses downstream: a row is identified by
+Text comes from ``tributary.sql`` (the same rules a drainer uses downstream: a row is identified by
 its primary key, else its first unique key without NULL, else all its columns) plus the
 locking ``SELECT ... FOR UPDATE`` (plain SELECT on SQLite, whose ``BEGIN IMMEDIATE`` already
-excludes other writers). Values travel in their stored form (:func:`sinks.pump_values.stored`) and
-come back typed (:func:`sinks.pump_values.typed`), so a row read here can be written into a binlog
+excludes other writers). Values travel in their stored form (:func:`sinks.pump.values.stored`) and
+come back typed (:func:`sinks.pump.values.typed`), so a row read here can be written into a binlog
 and compared with what the drainer wrote downstream.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tributary.sinks import sql
-from tributary.sinks.model import SqlValue
-from tributary.sinks.pump_values import Value, stored, typed
+from tributary import sql
+from tributary.change import SqlValue
+from tributary.sinks.pump.values import Value, stored, typed
 from tributary.workload.catalog import Table
 from tributary.workload.upstream import Session
 

@@ -1,7 +1,7 @@
 """Reading whole tables back, typed, to compare an upstream with a downstream.
 
 A downstream SQLite file (the SQLite sink's) is read with ``SqliteUpstream`` like an SQLite
-upstream: both keep values in the translator's text forms, and :func:`sinks.pump_values.typed` turns
+upstream: both keep values in the translator's text forms, and :func:`sinks.pump.values.typed` turns
 MySQL driver values and those texts into the same typed values. :func:`read_rows` gives a
 table's rows as a sorted list of tuples in the table info's column order, so two databases
 hold the same contents exactly when their ``read_rows`` are equal.
@@ -9,7 +9,7 @@ hold the same contents exactly when their ``read_rows`` are equal.
 
 from __future__ import annotations
 
-from tributary.sinks.sql import Statement
+from tributary.sql import Statement
 from tributary.workload.bank import total_balance_sql
 from tributary.workload.catalog import Table
 from tributary.workload.rows import RowOps

@@ -33,9 +33,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from tributary.pumpclient import PumpClientError
-from tributary.sinks.pump_rows import BinlogWriter as BinlogWriter  # re-exported
-from tributary.sinks.pump_rows import MutationBuilder
-from tributary.sinks.pump_values import Value
+from tributary.sinks.pump.rows import BinlogWriter as BinlogWriter  # re-exported
+from tributary.sinks.pump.rows import MutationBuilder
+from tributary.sinks.pump.values import Value
 from tributary.tso.client import Tso
 from tributary.tso.errors import TsoError
 from tributary.workload.catalog import Catalog, Table

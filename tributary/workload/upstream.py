@@ -2,7 +2,7 @@
 
 Two adapters implement it: ``upstream_mysql.MysqlUpstream`` (MySQL/MariaDB through asyncmy, a
 pool of connections) and ``upstream_sqlite.SqliteUpstream`` (one SQLite file through aiosqlite,
-writers serialized). Statements are ``sinks.sql.Statement`` values built by :mod:`workload.rows`
+writers serialized). Statements are ``sql.Statement`` values built by :mod:`workload.rows`
 for the adapter's ``dialect``; DDL is given as MySQL text (what TiDB would write in the binlog)
 and each adapter runs its own form of it. Adapters map every driver error to
 :mod:`workload.errors` (``Conflict``, ``ConnectionLost``, ``UpstreamError``).
@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from tributary.sinks.sql import Dialect, Statement
+from tributary.sql import Dialect, Statement
 
 
 class Session(Protocol):

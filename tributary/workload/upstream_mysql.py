@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlsplit
 import asyncmy
 import asyncmy.errors
 
-from tributary.sinks.sql import MYSQL, Dialect, Statement
+from tributary.sql import MYSQL, Dialect, Statement
 from tributary.workload.errors import Conflict, ConnectionLost, UpstreamError
 
 log = logging.getLogger(__name__)

@@ -4,9 +4,9 @@ SQLite has no databases: upstream ``db.table`` is the table ``db__table`` (as th
 names it). One connection serves every session, one transaction at a time (an asyncio lock held
 from ``begin`` to commit/rollback), each opened with ``BEGIN IMMEDIATE`` so another process
 writing the same file waits too; a locking read is a plain SELECT inside it. DDL arrives as
-MySQL text and runs as the SQLite sink would run it (``sinks.sqlite_ddl.translate``), so the
+MySQL text and runs as the SQLite sink would run it (``sinks.sqlite.ddl.translate``), so the
 upstream file has exactly the tables a SQLite downstream gets. Values are stored in the form
-the drainer's translator sends downstream (:func:`sinks.pump_values.stored`).
+the drainer's translator sends downstream (:func:`sinks.pump.values.stored`).
 Result codes: BUSY/LOCKED and duplicate keys are ``Conflict``; others ``UpstreamError``.
 """
 
@@ -22,9 +22,9 @@ from typing import Any
 
 import aiosqlite
 
-from tributary.sinks.model import Ddl
-from tributary.sinks.sql import SQLITE, Dialect, Statement, quote, sqlite_name
-from tributary.sinks.sqlite_ddl import DropColumn, DropSchema, translate
+from tributary.change import Ddl
+from tributary.sinks.sqlite.ddl import DropColumn, DropSchema, translate
+from tributary.sql import SQLITE, Dialect, Statement, quote, sqlite_name
 from tributary.workload.errors import Conflict, UpstreamError
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ import string
 from decimal import Decimal
 
 from tributary.ddlhistory import ColumnInfo
-from tributary.sinks.pump_values import Value
+from tributary.sinks.pump.values import Value
 from tributary.tidbcodec import mysqltypes as mt
 
 _ALPHABET = string.ascii_letters + string.digits + "_-éß中文"

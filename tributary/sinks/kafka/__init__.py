@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from urllib.parse import SplitResult
 
-from tributary.sinks.model import Sink, SinkError, SinkOptions
+from tributary.sinks.port import Sink, SinkError, SinkOptions
 
 
 async def open_url(url: SplitResult, options: SinkOptions) -> Sink:

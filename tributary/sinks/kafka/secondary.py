@@ -29,17 +29,9 @@ import struct
 from collections.abc import Iterator
 from decimal import Decimal
 
-from tributary.sinks.model import (
-    Ddl,
-    Row,
-    RowChange,
-    RowKind,
-    SinkError,
-    SqlValue,
-    TableInfo,
-    Txn,
-)
-from tributary.sinks.pbcodec import ColType, column_type
+from tributary.change import Ddl, Row, RowChange, RowKind, SqlValue, TableInfo, Txn
+from tributary.sinks.file.pbcodec import ColType, column_type
+from tributary.sinks.port import SinkError
 from tributary.tidbcodec import mysqltypes as mt
 from tributary.tidbcodec.enumset import enum_index, set_mask
 from tributary.varint import varint

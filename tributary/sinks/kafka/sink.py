@@ -28,9 +28,10 @@ from urllib.parse import SplitResult, parse_qsl, unquote
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
+from tributary.change import Txn
 from tributary.settings.parsers import parse_byte_size
 from tributary.sinks.kafka.secondary import commit_ts_of, encode_txn
-from tributary.sinks.model import SinkError, SinkOptions, Txn, pending
+from tributary.sinks.port import SinkError, SinkOptions, pending
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from tributary.sinks.filter import TableFilter
-from tributary.sinks.model import Ddl, RowChange, Txn
+from tributary.change import Ddl, RowChange, TableFilter, Txn
 from tributary.sources.mysql import ddl as ddlparse
 from tributary.sources.mysql import events as ev
 from tributary.sources.mysql.errors import MalformedEvent

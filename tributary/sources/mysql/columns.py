@@ -1,7 +1,7 @@
-"""One TABLE_MAP column -> its MySQL type text (``sinks.model.ColumnInfo.mysql_type``) and the
+"""One TABLE_MAP column -> its MySQL type text (``change.ColumnInfo.mysql_type``) and the
 decoder of its row-image values.
 
-Values are what ``sinks.model`` carries: integers (BIT, YEAR too) int; FLOAT/DOUBLE float;
+Values are what ``change.model`` carries: integers (BIT, YEAR too) int; FLOAT/DOUBLE float;
 DECIMAL, temporal values as MySQL literal text; character strings str; binary strings and
 geometry bytes; ENUM the member's name; SET its members comma-separated in definition order.
 MariaDB's JSON is a LONGTEXT and decodes as text. MySQL's binary JSON is not read (an error
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from tributary.sinks.model import SqlValue
+from tributary.change import SqlValue
 from tributary.sources.mysql import numeric, temporal
 from tributary.sources.mysql import tablemap as tm
 from tributary.sources.mysql.charsets import Charset, Charsets

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from tributary.sinks.filter import TableFilter
+from tributary.change import TableFilter
 
 
 @dataclass(frozen=True)

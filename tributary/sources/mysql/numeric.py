@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from tributary.sinks.model import SqlValue
+from tributary.change import SqlValue
 
 Decoder = Callable[[bytes, int], tuple[SqlValue, int]]
 

@@ -1,4 +1,4 @@
-"""WRITE/UPDATE/DELETE_ROWS events (v1 and v2) -> ``sinks.model.RowChange`` values.
+"""WRITE/UPDATE/DELETE_ROWS events (v1 and v2) -> ``change.RowChange`` values.
 
 Layout after the header: table id (6 bytes), flags (2), in v2 an extra-data block (its 2-byte
 length counts itself), the column count, one "columns present" bitmap (two for UPDATE:
@@ -18,7 +18,7 @@ here from the table's own column names, so what those checks verify holds by con
 
 from __future__ import annotations
 
-from tributary.sinks.model import Row, RowChange, RowKind, SqlValue, TableInfo
+from tributary.change import Row, RowChange, RowKind, SqlValue, TableInfo
 from tributary.sources.mysql import events as ev
 from tributary.sources.mysql.errors import MalformedEvent
 from tributary.sources.mysql.numeric import Decoder

@@ -21,7 +21,7 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
-from tributary.sinks.model import TableInfo
+from tributary.change import TableInfo
 from tributary.sources.mysql import columns
 from tributary.sources.mysql.charsets import Charsets
 from tributary.sources.mysql.errors import ConfigurationError

@@ -19,7 +19,7 @@ import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from tributary.sinks.filter import DEFAULT_IGNORE_DBS, TableFilter
+from tributary.change import DEFAULT_IGNORE_DBS, TableFilter
 from tributary.sources.mysql import server
 from tributary.sources.mysql.assemble import Assembler, SourceTxn
 from tributary.sources.mysql.config import SourceConfig

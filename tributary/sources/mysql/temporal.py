@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import zoneinfo
 
-from tributary.sinks.model import SqlValue
+from tributary.change import SqlValue
 from tributary.sources.mysql.numeric import Decoder
 
 _FRAC_BYTES = (0, 1, 1, 2, 2, 3, 3)

@@ -6,7 +6,7 @@ timestamp of the event that ends the transaction (XID, COMMIT or the DDL's QUERY
 
 Because the rule depends only on the event time and the previous ts, a reader resumed from a
 checkpoint ``(position, ts)`` assigns the transactions after ``position`` exactly the ts it
-assigned them before; sinks then drop what they already applied (``sinks.model.pending``).
+assigned them before; sinks then drop what they already applied (``sinks.pending``).
 
 Worked example (ts = physical_ms << 18 | logical): three transactions ending at second 100
 and one at second 101, starting from previous ts 0:

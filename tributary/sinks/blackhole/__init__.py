@@ -1,0 +1,1 @@
+"""The blackhole sink (``blackhole://``): ``sink.BlackholeSink`` counts and drops."""

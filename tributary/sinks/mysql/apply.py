@@ -1,0 +1,123 @@
+"""The steps the MySQL sink is made of: a stretch of row transactions in one downstream
+transaction, a DDL on its own, and finding which upstream transaction a failure belongs to.
+
+Invariant: ``apply_stretch`` commits the stretch's rows and its checkpoint row together or
+neither; every error leaves as a ``SinkError``, retriable by error code, and a non-retriable
+one names the commit ts of the transaction that failed (found by replaying the stretch one
+transaction at a time, uncompacted, in a transaction that is rolled back), or the stretch's
+commit ts range when no single transaction fails on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from tributary.change import RowChange, Txn
+from tributary.sinks.compact import compact
+from tributary.sinks.mysql.conn import (
+    DRIVER_ERRORS,
+    IGNORABLE_DDL_CODES,
+    LOCK_CODES,
+    Session,
+    error_code,
+    is_retriable,
+    sink_error,
+)
+from tributary.sinks.mysql.statements import compacted_statements, mysql_ddl, plain_statements
+from tributary.sinks.port import SinkError
+from tributary.sql import Statement
+
+log = logging.getLogger(__name__)
+
+Group = tuple[int, list[Statement]]  # an upstream commit ts and its statements
+
+
+def span(first: int, last: int) -> str:
+    if first == last:
+        return f"transaction at commit ts {first}"
+    return f"transactions at commit ts {first} to {last}"
+
+
+def groups_of(items: Sequence[tuple[int, RowChange]], *, safe: bool) -> list[Group]:
+    """Plain statements per upstream transaction, for ``locate``."""
+    out: list[Group] = []
+    start = 0
+    for i in range(1, len(items) + 1):
+        if i == len(items) or items[i][0] != items[start][0]:
+            changes = [c for _, c in items[start:i]]
+            out.append((items[start][0], plain_statements(changes, safe=safe)))
+            start = i
+    return out
+
+
+async def locate(conn: Session, groups: Sequence[Group]) -> int | None:
+    """The commit ts of the first group failing with a non-retriable error, all rolled back."""
+    try:
+        await conn.begin()
+        for ts, stmts in groups:
+            try:
+                await conn.run(stmts)
+            except DRIVER_ERRORS as e:
+                if is_retriable(e):
+                    raise
+                return ts
+        return None
+    except DRIVER_ERRORS as e:
+        raise sink_error("while looking for the failing transaction", e) from e
+    finally:
+        await conn.rollback_quietly()
+
+
+async def run_transaction(
+    conn: Session,
+    stmts: Sequence[Statement],
+    groups: Callable[[], Sequence[Group]],
+    ts: tuple[int, int],
+) -> None:
+    """``stmts`` in one downstream transaction, for the upstream transactions with commit ts in
+    the range ``ts``; on a non-retriable error, blame one of ``groups()``."""
+    try:
+        await conn.transaction(stmts)
+    except DRIVER_ERRORS as e:
+        if error_code(e) in LOCK_CODES:
+            await conn.rollback_quietly()  # after 1205 the transaction is still open
+        if is_retriable(e):
+            raise sink_error(f"{span(*ts)} interrupted", e) from e
+        await conn.rollback_quietly()
+        culprit = await locate(conn, groups())
+        where = span(culprit, culprit) if culprit is not None else span(*ts)
+        raise SinkError(f"mysql sink: {where} failed: {e}") from e
+
+
+async def apply_stretch(conn: Session, txns: Sequence[Txn], save: Statement, safe: bool) -> None:
+    """Row transactions compacted, then the checkpoint row, in one downstream transaction."""
+    changes = [c for t in txns for c in t.rows]
+    stmts = compacted_statements(compact(changes, safe=safe), safe=safe)
+
+    def groups() -> list[Group]:
+        return [(t.commit_ts, plain_statements(t.rows, safe=safe)) for t in txns if t.rows]
+
+    await run_transaction(conn, [*stmts, save], groups, (txns[0].commit_ts, txns[-1].commit_ts))
+
+
+async def run_ddl(conn: Session, txn: Txn) -> None:
+    """``USE db`` and the DDL, in autocommit; a DDL already applied (a replay) is skipped."""
+    assert txn.ddl is not None
+    try:
+        for sql in mysql_ddl(txn.ddl):
+            await conn.execute(sql)  # no parameters: the text is sent as it is
+    except DRIVER_ERRORS as e:
+        code = error_code(e)
+        if code in IGNORABLE_DDL_CODES:
+            log.warning("DDL at commit ts %s skipped (%s): %s", txn.commit_ts, e, txn.ddl.query)
+            return
+        raise sink_error(f"DDL at commit ts {txn.commit_ts} ({txn.ddl.query!r}) failed", e) from e
+
+
+async def save_alone(conn: Session, save: Statement) -> None:
+    """The checkpoint row in a transaction of its own."""
+    try:
+        await conn.run([save])
+    except DRIVER_ERRORS as e:
+        raise sink_error("saving the checkpoint failed", e) from e

@@ -1,0 +1,249 @@
+"""The MySQL/MariaDB/TiDB sink.
+
+URL: ``mysql://user:password@host:port/?option=value&...`` (``sinks.mysql.config`` parses it):
+user and password percent-encoded, no user means root, no database path. Options, all
+optional: ``consistent=true|false`` (true), ``worker-count`` and ``batch-size`` (the sink
+options' ``worker_count`` / ``batch_size``: connections and row changes per downstream
+transaction of the parallel mode), ``time-zone`` (``+00:00``: the session zone TIMESTAMP
+values are formatted in), ``checkpoint-schema`` / ``checkpoint-table`` (``tidb_binlog`` /
+``checkpoint``), ``read-timeout`` (60 s per statement reply), ``retries`` (10). Unknown options
+are an error. Example: ``mysql://root:s%40cret@10.0.0.5:3306/?consistent=false&worker-count=8``.
+
+The checkpoint is tidb-binlog's: the row of ``tidb_binlog.checkpoint`` keyed by the upstream
+cluster ID, holding its JSON. Sessions run with ``foreign_key_checks=0``: the upstream already
+checked its constraints, and both modes reorder changes across tables.
+
+A batch is cut into stretches of row transactions and single DDLs. A DDL runs alone after what
+came before it is committed, then the checkpoint moves to it (a DDL replayed after a crash in
+between is skipped by error code, ``sinks.mysql.conn``).
+
+* consistent (default): each stretch is one downstream transaction with the checkpoint row, its
+  rows compacted per primary key (``sinks.compact``). Invariant: the downstream holds exactly
+  the transactions up to the checkpoint, whatever fails or crashes.
+* parallel (``consistent=false``): stretches go through ``sinks.mysql.parallel`` (causality
+  dispatch to ``worker-count`` connections); the checkpoint is saved on its own once every
+  worker is done, with ``consistent: false`` until a clean close. Invariant: the checkpoint
+  never passes an unapplied change; after a crash the downstream may hold part of the batch
+  after it, which a replay in safe mode overwrites.
+
+Retriable errors (by code: lost connection, deadlock, shutdown, ...) reconnect, re-read the
+checkpoint (so a COMMIT whose reply was lost is not applied twice) and retry the batch from it
+with a doubling backoff, ``retries`` times, then raise a retriable SinkError. Other errors are
+a SinkError naming the commit ts of the upstream transaction that failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from urllib.parse import SplitResult
+
+from tributary.change import Txn
+from tributary.sinks.checkpoint import (
+    CheckpointRecord,
+    checkpoint_load,
+    checkpoint_save,
+    checkpoint_setup,
+)
+from tributary.sinks.mysql.apply import apply_stretch, run_ddl, save_alone
+from tributary.sinks.mysql.config import MysqlConfig, parse_url
+from tributary.sinks.mysql.conn import DRIVER_ERRORS, Downstream, Session, sink_error
+from tributary.sinks.mysql.parallel import ParallelApplier
+from tributary.sinks.port import SinkError, SinkOptions, pending
+from tributary.sql import MYSQL, Statement
+
+log = logging.getLogger(__name__)
+
+BACKOFF_FIRST = 0.1  # seconds before the first retry, doubling ...
+BACKOFF_MAX = 3.0  # ... up to this
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def stretches(txns: Sequence[Txn]) -> list[list[Txn]]:
+    """Runs of row (and checkpoint-only) transactions, each DDL a run of its own."""
+    out: list[list[Txn]] = []
+    for t in txns:
+        if t.ddl is not None or not out or out[-1][-1].ddl is not None:
+            out.append([t])
+        else:
+            out[-1].append(t)
+    return out
+
+
+class MysqlSink:
+    """Applies batches to a MySQL-protocol downstream; ``safe_mode`` may change between them."""
+
+    def __init__(
+        self,
+        config: MysqlConfig,
+        cluster_id: int,
+        safe_mode: bool = False,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.config = config
+        self.safe_mode = safe_mode
+        self._cluster_id = cluster_id
+        self._sleep = sleep  # injectable for tests of the backoff
+        workers = 0 if config.consistent else config.worker_count
+        self._down = Downstream(config.connect, 1 + workers)
+        self._parallel = (
+            ParallelApplier(self._down, 1, workers, config.batch_size, sleep) if workers else None
+        )
+        self._saved: CheckpointRecord | None = None
+        self._unfinished = False  # a parallel stretch failed part way: the downstream is ahead
+        self._stale = False  # connections were dropped mid-batch: re-read the checkpoint
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        config: MysqlConfig,
+        *,
+        cluster_id: int,
+        safe_mode: bool = False,
+        sleep: Sleep = asyncio.sleep,
+    ) -> MysqlSink:
+        """Connect, create the checkpoint table if missing and read the checkpoint."""
+        sink = cls(config, cluster_id, safe_mode, sleep)
+        try:
+            await sink._retrying("opening", lambda _: sink._load())
+        except BaseException:
+            await sink._down.close()
+            raise
+        log.info("mysql sink %r opened at checkpoint %s", config.connect, await sink.checkpoint())
+        return sink
+
+    async def __aenter__(self) -> MysqlSink:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def checkpoint(self) -> int | None:
+        return self._saved.commit_ts if self._saved else None
+
+    def _where(self) -> dict[str, str]:
+        return {"schema": self.config.checkpoint_schema, "table": self.config.checkpoint_table}
+
+    async def _load(self) -> None:
+        try:
+            conn = await self._down.get()
+            found = await conn.query(
+                "SELECT 1 FROM information_schema.tables "
+                "WHERE table_schema = %s AND table_name = %s",
+                (self.config.checkpoint_schema, self.config.checkpoint_table),
+            )
+            if not found:  # IF NOT EXISTS alone would log a warning at every start
+                for sql in checkpoint_setup(MYSQL, **self._where()):
+                    await conn.execute(sql)
+            load = checkpoint_load(MYSQL, self._cluster_id, **self._where())
+            rows = await conn.query(load.sql, load.args)
+        except DRIVER_ERRORS as e:
+            raise sink_error("cannot read the checkpoint", e) from e
+        self._saved = CheckpointRecord.from_json(str(rows[0][0])) if rows else None
+        self._stale = False
+
+    def _record(self, txns: Sequence[Txn], consistent: bool) -> CheckpointRecord:
+        before = self._saved.schema_version if self._saved else 0
+        version = max([before, *(t.schema_version for t in txns)])
+        return CheckpointRecord(txns[-1].commit_ts, consistent=consistent, schema_version=version)
+
+    def _save(self, record: CheckpointRecord) -> Statement:
+        return checkpoint_save(MYSQL, self._cluster_id, record.to_json(), **self._where())
+
+    async def apply(self, txns: Sequence[Txn]) -> None:
+        async with self._lock:
+            if self._closed:
+                raise SinkError("mysql sink is closed")
+            if not pending(txns, await self.checkpoint()):  # also checks the order
+                return
+
+            async def attempt(n: int) -> None:
+                if self._stale:  # e.g. a COMMIT whose reply was lost: what is really there?
+                    await self._load()
+                await self._apply(pending(txns, await self.checkpoint()))
+
+            try:
+                await self._retrying("applying a batch", attempt)
+            except asyncio.CancelledError:
+                self._drop()  # mid-statement: the server rolls back what is open
+                raise
+
+    def _drop(self) -> None:
+        self._down.drop()
+        self._stale = True
+
+    async def _apply(self, todo: Sequence[Txn]) -> None:
+        for part in stretches(todo):
+            conn = await self._connection()
+            if part[0].ddl is not None:
+                await run_ddl(conn, part[0])
+                record = self._record(part, consistent=True)  # nothing after it is applied
+                await save_alone(conn, self._save(record))
+            elif self._parallel is None:
+                record = self._record(part, consistent=True)
+                await apply_stretch(conn, part, self._save(record), self.safe_mode)
+            else:
+                replay = self._unfinished  # part of it may be there already: replace
+                self._unfinished = True
+                await self._parallel.apply(part, safe=self.safe_mode or replay)
+                record = self._record(part, consistent=False)
+                await save_alone(conn, self._save(record))
+                self._unfinished = False
+            self._saved = record
+
+    async def _connection(self) -> Session:
+        try:
+            return await self._down.get()
+        except DRIVER_ERRORS as e:
+            raise sink_error("cannot connect", e) from e
+
+    async def _retrying(self, what: str, step: Callable[[int], Awaitable[None]]) -> None:
+        """``step(attempt)`` until it succeeds, retrying retriable SinkErrors with backoff."""
+        attempt = 0
+        while True:
+            try:
+                await step(attempt)
+                return
+            except SinkError as e:
+                if not e.retriable:
+                    raise
+                self._drop()
+                if attempt >= self.config.retries:
+                    last = str(e).removeprefix("mysql sink: ")
+                    raise SinkError(
+                        f"mysql sink: {what} failed {attempt + 1} times, last: {last}",
+                        retriable=True,
+                    ) from e
+                delay = min(BACKOFF_FIRST * 2**attempt, BACKOFF_MAX)
+                attempt += 1
+                log.warning("%s; retry %d of %d in %.1f s", e, attempt, self.config.retries, delay)
+                await self._sleep(delay)
+
+    async def close(self) -> None:
+        """Mark a parallel-mode checkpoint consistent if nothing is half done, and disconnect."""
+        async with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conn = self._down.current()
+            try:
+                if self._saved and not self._saved.consistent and not self._unfinished and conn:
+                    s = self._saved
+                    done = CheckpointRecord(s.commit_ts, True, s.schema_version, s.ts_map)
+                    await conn.run([self._save(done)])
+            except DRIVER_ERRORS as e:
+                log.warning("mysql sink: cannot mark the checkpoint consistent: %s", e)
+            finally:
+                await self._down.close()
+
+
+async def open_url(url: SplitResult, options: SinkOptions) -> MysqlSink:
+    """The sink ``mysql://...`` describes (``sinks.mysql.config``), opened."""
+    config = parse_url(url, options)
+    return await MysqlSink.open(config, cluster_id=options.cluster_id, safe_mode=options.safe_mode)

@@ -1,0 +1,73 @@
+"""The sink port: what every sink implements (``Sink``), is opened with (``SinkOptions``) and
+raises (``SinkError``).
+
+A ``Sink`` applies batches of ``tributary.change.Txn`` in commit order and keeps its own
+checkpoint, the commit ts of the last transaction it applied; SQL sinks write it in the same
+downstream transaction as the batch, so after a crash the downstream holds exactly the
+transactions up to the checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from tributary.change import Txn
+from tributary.errors import TributaryError
+
+
+class SinkError(TributaryError):
+    """A sink could not apply a batch; ``retriable`` says whether trying again may help."""
+
+
+class UnsupportedDdl(SinkError):
+    """The sink cannot translate this DDL; the drainer stops with the query in the message."""
+
+
+def pending(txns: Sequence[Txn], checkpoint: int | None) -> list[Txn]:
+    """The transactions of a batch still to apply after ``checkpoint``, checking the order.
+
+    Commit ts must strictly increase through the batch; anything at or below the checkpoint was
+    applied before (a replay after a restart) and is dropped. With checkpoint 20:
+    [15, 20, 30, 40] -> [30, 40]; [30, 30] and [40, 30] raise SinkError (not retriable).
+    """
+    last = 0
+    for t in txns:
+        if t.commit_ts <= last:
+            raise SinkError(f"commit ts {t.commit_ts} does not follow {last} in the batch")
+        last = t.commit_ts
+    return [t for t in txns if checkpoint is None or t.commit_ts > checkpoint]
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    """What every sink is opened with; scheme-specific settings travel in the sink URL."""
+
+    cluster_id: int  # the upstream cluster ID: the key of the checkpoint row
+    safe_mode: bool = False  # INSERT as REPLACE, UPDATE as DELETE + REPLACE
+    worker_count: int = 16  # downstream connections of sinks that apply in parallel
+    batch_size: int = 20  # row changes per downstream statement batch of such sinks
+
+
+class Sink(Protocol):
+    """A downstream that applies whole upstream transactions and keeps its checkpoint.
+
+    ``safe_mode`` may be switched between batches (the drainer keeps it on for the first
+    minutes after a start, so replays of rows applied before a crash are harmless).
+    """
+
+    safe_mode: bool
+
+    async def apply(self, txns: Sequence[Txn]) -> None:
+        """Apply a batch of whole transactions in commit order, then move the checkpoint to the
+        last one's commit ts; on error neither the rows nor the checkpoint move."""
+        ...
+
+    async def checkpoint(self) -> int | None:
+        """The commit ts of the last applied transaction; None before the first."""
+        ...
+
+    async def close(self) -> None:
+        """Release the downstream; the checkpoint stays where the last batch left it."""
+        ...

@@ -1,0 +1,67 @@
+"""Sink implementations by URL scheme: ``open_sink("sqlite:///var/lib/tributary.db", options)``.
+
+* ``sqlite://PATH``: the file ``PATH`` (``sqlite:///abs/x.db`` is ``/abs/x.db``,
+  ``sqlite://x.db`` is ``x.db`` relative to the working directory, ``sqlite://:memory:``).
+* ``blackhole://``: counts and drops.
+* ``print://``: one line per row change and DDL on stdout.
+* ``mysql://USER:PASSWORD@HOST:PORT/?consistent=true&worker-count=16``: MySQL, MariaDB or
+  TiDB (``sinks.mysql`` lists the options).
+* ``file:///DIR?segment-size=512MiB&retention-time=7``: tidb-binlog's binlog files of
+  ``pb_binlog`` records, readable by ``reparo`` (``sinks.file``).
+* ``kafka://HOST:PORT[,HOST:PORT]/[TOPIC]?kafka-max-message-size=1GiB``: tidb-binlog's secondary
+  binlog, one message per transaction, topic ``<cluster-id>_obinlog`` by default (``sinks.kafka``).
+* ``pump://ETCD_HOST:PORT[,HOST:PORT]/?name=X&cluster-id=N``: binlogs into a pump cluster, as
+  TiDB writes them, for a drainer to read (``sinks.pump``).
+
+Each backend is a subpackage whose ``sink`` module has an ``open_url`` opener; ``OPENERS`` is
+the one table from scheme to opener, so a new backend is its subpackage plus one entry here.
+The sink is closed when the context ends, whatever happened inside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from urllib.parse import SplitResult, urlsplit
+
+from tributary.sinks import kafka
+from tributary.sinks.blackhole import sink as blackhole
+from tributary.sinks.file import sink as file
+from tributary.sinks.mysql import sink as mysql
+from tributary.sinks.port import Sink, SinkError, SinkOptions
+from tributary.sinks.print import sink as printer
+from tributary.sinks.pump import sink as pump
+from tributary.sinks.sqlite import sink as sqlite
+
+Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]
+
+__all__ = ["OPENERS", "open_sink", "scheme_of"]
+
+OPENERS: dict[str, Opener] = {
+    "sqlite": sqlite.open_url,
+    "blackhole": blackhole.open_url,
+    "print": printer.open_url,
+    "file": file.open_url,
+    "mysql": mysql.open_url,
+    "pump": pump.open_url,
+    "kafka": kafka.open_url,
+}
+
+
+def scheme_of(url: str) -> str:
+    return urlsplit(url).scheme.lower()
+
+
+@asynccontextmanager
+async def open_sink(url: str, options: SinkOptions) -> AsyncIterator[Sink]:
+    """Open the sink ``url`` names; unknown schemes are a SinkError listing the known ones."""
+    parts = urlsplit(url)
+    opener = OPENERS.get(parts.scheme.lower())
+    if opener is None:
+        known = ", ".join(f"{s}://" for s in sorted(OPENERS))
+        raise SinkError(f"unknown sink {url!r}: the known schemes are {known}")
+    sink = await opener(parts, options)
+    try:
+        yield sink
+    finally:
+        await sink.close()
