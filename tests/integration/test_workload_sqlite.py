@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_workload_replication import (
-    assert_same_contents,
-    cluster,
-    pull_all,
-    replicate,
-)
 from tests.support.etcd import EtcdProcess
+from tests.support.workload_cluster import assert_same_contents, cluster, pull_all, replicate
 from tributary.workload import Bank, Mixed, MixedOptions, run_workload, total_balance
 from tributary.workload.upstream import open_upstream
 

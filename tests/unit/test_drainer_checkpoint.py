@@ -20,28 +20,10 @@ from services.drainer.checkpoint import (
 )
 from services.drainer.errors import CheckpointError
 from services.drainer.progress import Checkpointer
-from tests.unit.test_pumpclient_peer import eventually
+from tests.support.fakes import MemoryCheckpoint
+from tests.support.waits import eventually
 
 TS = 449_812_345_678_901_249
-
-
-class MemoryCheckpoint:
-    """A CheckpointStore in memory that records every save."""
-
-    def __init__(self, saved: int | None = None, fail: bool = False) -> None:
-        self.saved = saved
-        self.history: list[tuple[int, bool]] = []
-        self.fail = fail
-
-    async def load(self) -> int | None:
-        return self.saved
-
-    async def save(self, commit_ts: int, consistent: bool) -> None:
-        await asyncio.sleep(0)
-        if self.fail:
-            raise CheckpointError("disk on fire", retriable=True)
-        self.saved = commit_ts
-        self.history.append((commit_ts, consistent))
 
 
 def read_text(path: Path) -> str:
