@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.support.etcd import EtcdProcess
+from tests.support.waits import eventually
 from tests.support.workload_cluster import (
     assert_same_contents,
     cluster,
@@ -55,7 +56,7 @@ async def test_bank_and_mixed_replicate_exactly(
         ):
             writer: BinlogWriter = c.client
             bank_stats, mixed_stats = await asyncio.gather(
-                run_workload(bank, up, writer, c.tso, c.history, writers=6, duration=4, seed=1),
+                run_workload(bank, up, writer, c.tso, c.history, writers=6, txns=120, seed=1),
                 run_workload(mixed, up, writer, c.tso, c.history, writers=4, txns=150, seed=2),
             )
             assert await total_balance(up, bank.schema) == bank.expected_total
@@ -112,11 +113,16 @@ async def test_every_ddl_kind_mid_stream(
                 lambda: env.ddl.create_table(db, dataclasses.replace(SHAPES[0], name="dyn_a")),
                 lambda: env.ddl.drop_table(table("dyn_a")),
             ]
+
+            async def some_commits() -> None:
+                target = env.stats.commits + 3
+                await eventually(lambda: env.stats.commits >= target, within=60)
+
             try:
-                for ddl in steps:
-                    await asyncio.sleep(0.3)
+                for ddl in steps:  # each DDL lands among transactions, before and after it
+                    await some_commits()
                     await ddl()
-                await asyncio.sleep(0.3)
+                await some_commits()
             finally:
                 stop.set()
 

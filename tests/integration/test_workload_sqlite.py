@@ -26,7 +26,7 @@ async def test_sqlite_upstream_bank_and_mixed(etcd: EtcdProcess, tmp_path: Path)
         open_upstream(f"sqlite://{tmp_path / 'up.db'}", writers=4) as up,
     ):
         bank_stats, mixed_stats = await asyncio.gather(
-            run_workload(bank, up, c.client, c.tso, c.history, writers=4, duration=2, seed=3),
+            run_workload(bank, up, c.client, c.tso, c.history, writers=4, txns=60, seed=3),
             run_workload(mixed, up, c.client, c.tso, c.history, writers=2, txns=60, seed=4),
         )
         assert bank_stats.commits > 10 and mixed_stats.commits > 10
