@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from services.drainer.errors import CheckpointError
 from tributary.sinks.model import SinkError as DownstreamError
 from tributary.sinks.model import Txn
+from tributary.tso.errors import NotLeader
 
 
 class MemoryCheckpoint:
@@ -55,3 +56,21 @@ class RecordingSink:
 
     async def close(self) -> None:
         pass
+
+
+class MemoryWindowStore:
+    """The persisted window; ``deposed`` makes saves fail like a lost etcd guard."""
+
+    def __init__(self, saved: int | None = None) -> None:
+        self.saved = saved
+        self.saves: list[int] = []
+        self.deposed = False
+
+    async def load(self) -> int | None:
+        return self.saved
+
+    async def save(self, window_ms: int) -> None:
+        if self.deposed:
+            raise NotLeader(None)
+        self.saved = window_ms
+        self.saves.append(window_ms)

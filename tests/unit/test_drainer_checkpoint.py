@@ -12,7 +12,6 @@ import pytest
 
 from services.binlogctl.meta import savepoint_text, write_savepoint
 from services.drainer.checkpoint import (
-    CheckpointStore,
     FileCheckpoint,
     parse_savepoint,
     render_savepoint,
@@ -43,18 +42,6 @@ class ManualClock:
 
 
 # -- the savepoint file ------------------------------------------------------------
-
-
-@pytest.mark.parametrize("store_kind", ["file", "memory"])
-async def test_store_contract_round_trip(tmp_path: Path, store_kind: str) -> None:
-    store: CheckpointStore = (
-        FileCheckpoint(tmp_path / "d") if store_kind == "file" else MemoryCheckpoint()
-    )
-    assert await store.load() is None
-    await store.save(TS, False)
-    assert await store.load() == TS
-    await store.save(TS + 5, True)
-    assert await store.load() == TS + 5
 
 
 async def test_file_is_tidb_binlog_toml_and_replaced_whole(tmp_path: Path) -> None:
