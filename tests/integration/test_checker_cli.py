@@ -1,4 +1,4 @@
-"""``tributary-check`` (``python -m checker``): exit codes, text and JSON output, errors.
+"""``tributary-check`` (``python -m tributary.checker``): exit codes, text and JSON output, errors.
 
 ``main(argv)`` runs in a worker thread (it owns its event loop); stdout/stderr via capsys.
 """
@@ -150,7 +150,7 @@ async def test_python_dash_m_against_mariadb(mariadb: MariaDBDatabase, tmp_path:
         conn.executemany(f'INSERT INTO "{table}" VALUES (?, ?, ?)', ROWS[:-1])
     conn.close()
     proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "checker", "-u", mariadb.dsn(), "-d", f"sqlite://{down}"),
+        *(sys.executable, "-m", "tributary.checker", "-u", mariadb.dsn(), "-d", f"sqlite://{down}"),
         "--json",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -17,12 +17,7 @@ from grpclib.exceptions import GRPCError
 
 from services.binlogctl.cli import main as binlogctl
 from services.drainer.checkpoint import FileCheckpoint
-from tests.integration.test_drainer_pumps import (
-    FAST_PUMP,
-    RecordingSink,
-    drainer_config,
-    running_drainer,
-)
+from tests.support.drainer import FAST_PUMP, InOrderSink, drainer_config, running_drainer
 from tests.support.etcd import EtcdProcess
 from tests.support.net import free_port
 from tests.support.pump import pump_config, running_pump
@@ -38,7 +33,7 @@ async def test_http_grpc_and_close_to_offline(etcd: EtcdProcess, tmp_path: Path)
     cfg = drainer_config(tmp_path / "d", etcd.endpoint, initial_commit_ts=0, node_id="drainer-x")
     async with (
         EtcdKv.connect([etcd.endpoint]) as kv,
-        running_drainer(cfg, RecordingSink()) as d,
+        running_drainer(cfg, InOrderSink()) as d,
         aiohttp.ClientSession() as http,
     ):
         node_id = d.started.node_id
@@ -104,7 +99,7 @@ async def test_starts_from_generate_meta_and_pauses_through_binlogctl(
         meta = await FileCheckpoint(data_dir).load()
         assert meta is not None and meta > 0
         cfg = drainer_config(data_dir, etcd.endpoint, initial_commit_ts=5)  # the savepoint wins
-        async with running_drainer(cfg, RecordingSink()) as d:
+        async with running_drainer(cfg, InOrderSink()) as d:
             assert d.started.start_ts == meta
 
             async def moving() -> bool:  # the idle pump's fake binlogs move the checkpoint

@@ -5,154 +5,36 @@ restarting, and a drainer restart from its checkpoint."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 
-from services.drainer.app import Started, serve
 from services.drainer.checkpoint import FileCheckpoint
+from tests.support.drainer import (
+    FAST_PUMP,
+    VERSION,
+    InOrderSink,
+    create_merge_table,
+    drainer_config,
+    row_value,
+    running_drainer,
+    write_direct,
+)
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import RunningPump, pump_config, running_pump
-from tests.support.stubs import commit, prewrite, pump_stub, write
-from tests.unit.test_pumpclient_peer import eventually
-from tributary.change import Txn
-from tributary.config.drainer import DrainerConfig
+from tests.support.waits import eventually, until
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv
-from tributary.ddlhistory import Action, DbInfo, KvDdlHistory
-from tributary.ddlhistory.build import ddl_job, table_info
 from tributary.pumpclient import PumpsClient
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import ROOT, NodeKind, NodeState, NodeStatus
-from tributary.settings import ListenSettings
-from tributary.tidbcodec import IntDatum, encode_inserted_row
-from tributary.tidbcodec import mysqltypes as mt
 from tributary.tso.client import TsoClient
-from tributary.wire.binlog import MutationType, PrewriteValue, TableMutation
 
 pytestmark = pytest.mark.etcd
-
-FAST_PUMP: dict[str, Any] = {"gen_binlog_interval": 0.2}
-VERSION = 2  # the schema version of merge.t in a fresh history
-
-
-DB = DbInfo(1, "merge")
-TABLE = table_info(10, "t", [("id", mt.ColumnType(mt.TYPE_LONGLONG, flen=20))], primary_key=["id"])
-
-
-async def create_table(kv: Kv) -> int:
-    """Put ``merge.t`` into the DDL history (the drainer catches up on it from a row's schema
-    version); returns that version."""
-    history = KvDdlHistory(kv)
-    await history.append_job(
-        lambda v: ddl_job(1, Action.CREATE_SCHEMA, v, DB, None, "CREATE DATABASE merge")
-    )
-    job = await history.append_job(
-        lambda v: ddl_job(2, Action.CREATE_TABLE, v, DB, TABLE, "CREATE TABLE t (id bigint)")
-    )
-    return job.schema_version
-
-
-def row_value(version: int, start_ts: int) -> bytes:
-    """A PrewriteValue inserting the row ``id = start_ts`` into ``merge.t``."""
-    row = encode_inserted_row([IntDatum(start_ts)], [(1, IntDatum(start_ts))])
-    mutation = TableMutation(
-        table_id=TABLE.id, inserted_rows=[row], sequence=[MutationType(MutationType.Insert)]
-    )
-    return bytes(PrewriteValue(schema_version=version, mutations=[mutation]))
-
-
-class RecordingSink:
-    """Keeps the transactions it is given; refuses (and so stops the drainer on) a repeat or a
-    step back: no deduplication here, the drainer's checkpoint has to be right. It keeps no
-    checkpoint of its own, so a restarted drainer resumes from its savepoint file."""
-
-    def __init__(self) -> None:
-        self.txns: list[Txn] = []
-        self.safe_mode = False
-
-    async def apply(self, txns: Sequence[Txn]) -> None:
-        for t in txns:
-            if not t.rows:
-                assert t.ddl is None, f"unexpected DDL at {t.commit_ts}"
-                continue
-            if self.txns and t.commit_ts <= self.txns[-1].commit_ts:
-                raise AssertionError(
-                    f"commit ts {t.commit_ts} after {self.txns[-1].commit_ts}: repeated or late"
-                )
-            self.txns.append(t)
-
-    async def checkpoint(self) -> int | None:
-        return None
-
-    async def close(self) -> None:
-        pass
-
-    def commit_ts(self) -> set[int]:
-        return {t.commit_ts for t in self.txns}
-
-
-def drainer_config(data_dir: Path, etcd_endpoint: str, **overrides: Any) -> DrainerConfig:
-    return dataclasses.replace(
-        DrainerConfig(),
-        listen=ListenSettings("127.0.0.1:0"),
-        data_dir=str(data_dir),
-        pd_urls=(etcd_endpoint,),
-        checkpoint_interval=0.3,
-        **overrides,
-    )
-
-
-@dataclasses.dataclass
-class RunningDrainer:
-    started: Started
-    stop: asyncio.Event
-    task: asyncio.Task[NodeState]
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.started.http_port}"
-
-    async def get(self, path: str) -> Any:
-        async with aiohttp.ClientSession() as s, s.get(f"{self.http}{path}") as r:
-            assert r.status == 200, await r.text()
-            return await r.json()
-
-
-@asynccontextmanager
-async def running_drainer(
-    cfg: DrainerConfig, sink: RecordingSink | None = None
-) -> AsyncIterator[RunningDrainer]:
-    """Serve a drainer in this event loop (on ``sink``, else its configured downstream); stop
-    it on exit and surface its failure."""
-    stop = asyncio.Event()
-    ready: asyncio.Future[Started] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(
-        serve(cfg, stop, ready.set_result, sink=sink), name=f"test-drainer-{cfg.data_dir}"
-    )
-    first: set[asyncio.Future[Any]] = {task, ready}
-    done, _ = await asyncio.wait(first, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        task.result()
-        raise RuntimeError("drainer exited before it started")
-    if ready not in done:
-        task.cancel()
-        raise TimeoutError("drainer did not start within 60 s")
-    try:
-        yield RunningDrainer(ready.result(), stop, task)
-    finally:
-        stop.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(task), 30)
-        except TimeoutError:
-            task.cancel()
-            raise
 
 
 async def write_txns(client: PumpsClient, tso: TsoClient, n: int) -> dict[int, int]:
@@ -168,31 +50,11 @@ async def write_txns(client: PumpsClient, tso: TsoClient, n: int) -> dict[int, i
     return dict(await asyncio.gather(*(one(i) for i in range(n))))
 
 
-async def write_direct(pump: RunningPump, tso: TsoClient, n: int) -> dict[int, int]:
-    """Commit ``n`` transactions on one pump only (its gRPC API, no pump client)."""
-    out = {}
-    async with pump_stub(pump.addr) as stub:
-        for _ in range(n):
-            start = await tso.get_ts()
-            value = row_value(VERSION, start)
-            await write(stub, pump.started.cluster_id, prewrite(start, value))
-            commit_ts = await tso.get_ts()
-            await write(stub, pump.started.cluster_id, commit(start, commit_ts))
-            out[commit_ts] = start
-    return out
-
-
-async def until(check: Callable[[], Awaitable[bool]], within: float = 30) -> None:
-    async with asyncio.timeout(within):
-        while not await check():  # noqa: ASYNC110 (polls a remote state)
-            await asyncio.sleep(0.05)
-
-
-async def delivered(sink: RecordingSink, txns: dict[int, int]) -> None:
+async def delivered(sink: InOrderSink, txns: dict[int, int]) -> None:
     await eventually(lambda: txns.keys() <= sink.commit_ts(), within=45)
 
 
-def check_exactly(sink: RecordingSink, txns: dict[int, int]) -> None:
+def check_exactly(sink: InOrderSink, txns: dict[int, int]) -> None:
     """The sink got exactly these transactions, in commit-ts order, whole."""
     assert [t.commit_ts for t in sink.txns] == sorted(txns)
     for t in sink.txns:
@@ -207,13 +69,13 @@ async def cluster_clients(
     kv: Kv, pump: RunningPump
 ) -> AsyncIterator[tuple[TsoClient, PumpsClient]]:
     cluster_id = pump.started.cluster_id
-    assert await create_table(kv) == VERSION
+    assert await create_merge_table(kv) == VERSION
     async with TsoClient(kv, cluster_id) as tso, PumpsClient(kv, cluster_id) as client:
         yield tso, client
 
 
 async def test_two_pumps_every_txn_once_in_commit_order(etcd: EtcdProcess, tmp_path: Path) -> None:
-    sink = RecordingSink()
+    sink = InOrderSink()
     async with (
         EtcdKv.connect([etcd.endpoint]) as kv,
         running_pump(pump_config(tmp_path / "p1", etcd.endpoint, **FAST_PUMP)) as p1,
@@ -254,7 +116,7 @@ async def test_two_pumps_every_txn_once_in_commit_order(etcd: EtcdProcess, tmp_p
 async def test_idle_pump_does_not_stall_and_a_joining_pump_is_merged_before_it_serves(
     etcd: EtcdProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sink = RecordingSink()
+    sink = InOrderSink()
     async with (
         EtcdKv.connect([etcd.endpoint]) as kv,
         running_pump(pump_config(tmp_path / "p1", etcd.endpoint, **FAST_PUMP)) as p1,
@@ -287,7 +149,7 @@ async def etcd_revision(kv: Kv) -> int:
 async def test_pump_goes_offline_only_after_the_drainer_checkpoint_passed_it(
     etcd: EtcdProcess, tmp_path: Path
 ) -> None:
-    sink = RecordingSink()
+    sink = InOrderSink()
     async with (
         EtcdKv.connect([etcd.endpoint]) as kv,
         running_pump(pump_config(tmp_path / "p1", etcd.endpoint, **FAST_PUMP)) as p1,
@@ -342,7 +204,7 @@ async def test_pump_goes_offline_only_after_the_drainer_checkpoint_passed_it(
 async def test_restart_resumes_from_the_checkpoint_without_loss_or_repeat(
     etcd: EtcdProcess, tmp_path: Path
 ) -> None:
-    sink = RecordingSink()
+    sink = InOrderSink()
     cfg = drainer_config(tmp_path / "d", etcd.endpoint)
     async with (
         EtcdKv.connect([etcd.endpoint]) as kv,
@@ -377,7 +239,7 @@ async def test_restart_resumes_from_the_checkpoint_without_loss_or_repeat(
 async def test_a_restarted_pump_is_paused_then_pulled_at_its_new_address(
     etcd: EtcdProcess, tmp_path: Path
 ) -> None:
-    sink = RecordingSink()
+    sink = InOrderSink()
     p2_cfg = pump_config(tmp_path / "p2", etcd.endpoint, **FAST_PUMP)
     async with (
         EtcdKv.connect([etcd.endpoint]) as kv,

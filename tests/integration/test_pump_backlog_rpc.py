@@ -18,20 +18,19 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from services.drainer.backlog import PumpBacklog, grpc_asker
-from tests.integration.test_drainer_pumps import (
+from tests.support.drainer import (
     FAST_PUMP,
     VERSION,
-    create_table,
+    create_merge_table,
     drainer_config,
     row_value,
     running_drainer,
-    until,
     write_direct,
 )
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import http_json, pump_config, running_pump, start_pump_process
 from tests.support.stubs import commit, prewrite, pump_stub, write
-from tests.unit.test_pumpclient_peer import eventually
+from tests.support.waits import eventually, until
 from tributary.config.drainer import CatchUpConfig, SyncerConfig
 from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
@@ -124,7 +123,7 @@ async def test_drainer_status_shows_the_backlog_measured_from_the_pumps(
         EtcdKv.connect([etcd.endpoint]) as kv,
         TsoClient(kv, p1.started.cluster_id) as tso,
     ):
-        version = await create_table(kv)
+        version = await create_merge_table(kv)
         assert version == VERSION
         async with running_drainer(cfg) as drainer:
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tests.support.etcd import EtcdProcess, run_etcd
-from tests.unit.test_pumpclient_peer import ScriptedPump, eventually, running_pumps
+from tests.support.scripted_pump import ScriptedPump, running_pumps
+from tests.support.waits import eventually
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import KvError
 from tributary.pumpclient import PumpsClient

@@ -14,7 +14,7 @@ from grpclib.client import Channel
 
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import RunningPump, pump_config, running_pump
-from tests.unit.test_pumpclient_peer import eventually
+from tests.support.waits import eventually
 from tributary.coord.etcd import EtcdKv
 from tributary.pumpclient import PumpClientError, PumpsClient
 from tributary.wire.binlog import Binlog, BinlogType, Pos, PullBinlogReq, PumpStub

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_pumpclient_peer import ScriptedPump
+from tests.support.scripted_pump import ScriptedPump
 from tributary.coord.memory import MemoryKv
 from tributary.pumpclient import PumpClientError, PumpsClient
 from tributary.registry.status import NodeKind, node_key

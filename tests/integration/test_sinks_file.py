@@ -1,7 +1,6 @@
 """The file sink on a real directory: batches -> records, the savepoint, crash recovery, retention.
 
-The kill -9 test runs this module as a child process (``python -m tests.integration.test_sinks_file
-DIR``) that writes batches in a loop and prints each checkpoint it reached.
+The kill -9 test runs ``tests.support.file_writer`` as a child process.
 """
 
 from __future__ import annotations
@@ -16,7 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tributary.change import Ddl, RowChange, TableInfo, Txn
+from tests.support.file_writer import ins
+from tributary.change import Ddl, Txn
 from tributary.sinks import SinkError, SinkOptions
 from tributary.sinks.file.binlogfile import (
     Record,
@@ -29,13 +29,7 @@ from tributary.sinks.file.pbcodec import decode_txn, encode_txn
 from tributary.sinks.file.sink import SAVEPOINT, FileSink, open_url
 
 ROOT = Path(__file__).resolve().parents[2]
-ACCT = TableInfo.build("shop", "acct", [("id", "int"), ("name", "varchar(20)")], ["id"])
 OPTIONS = SinkOptions(cluster_id=1)
-
-
-def ins(ts: int, *ids: int) -> Txn:
-    rows = tuple(RowChange.insert(ACCT, {"id": i, "name": f"n{i}" * 5}) for i in ids)
-    return Txn(ts, ts - 1, rows)
 
 
 def records(directory: Path) -> list[Txn]:
@@ -190,19 +184,9 @@ async def test_retention_removes_old_segments_but_never_the_newest(tmp_path: Pat
     assert [t.commit_ts for t in records(tmp_path)][-1] == 12
 
 
-async def _child(directory: str) -> None:
-    """Write batches of three transactions forever, printing each checkpoint reached."""
-    async with await FileSink.open(directory, segment_size=4096) as sink:
-        ts = (await sink.checkpoint() or 0) + 1
-        while True:
-            await sink.apply([ins(t, t, t + 1_000_000) for t in range(ts, ts + 3)])
-            ts += 3
-            print(ts - 1, flush=True)
-
-
 async def _run_and_kill(directory: Path, acks: int) -> int:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.integration.test_sinks_file", str(directory),
+        sys.executable, "-m", "tests.support.file_writer", str(directory),
         cwd=ROOT, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -230,7 +214,3 @@ async def test_kill_9_while_writing_keeps_checkpoint_and_records_in_agreement(
         assert [t.commit_ts for t in got] == list(range(1, checkpoint + 1)), f"round {round_}"
         assert shape(got[-1:]) == shape([ins(checkpoint, checkpoint, checkpoint + 1_000_000)])
     assert len(list_segments(tmp_path)) > 2
-
-
-if __name__ == "__main__":
-    asyncio.run(_child(sys.argv[1]))

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.integration.test_workload_replication import (
+from tests.support.etcd import EtcdProcess
+from tests.support.workload_cluster import (
     Cluster,
     assert_same_contents,
     cluster,
     pull_all,
     replicate,
 )
-from tests.support.etcd import EtcdProcess
 from tributary.sql import Dialect, Statement
 from tributary.wire.binlog import Binlog
 from tributary.workload import Bank, total_balance

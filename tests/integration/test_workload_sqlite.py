@@ -9,18 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_workload_replication import (
-    assert_same_contents,
-    cluster,
-    pull_all,
-    replicate,
-)
 from tests.support.etcd import EtcdProcess
+from tests.support.workload_cluster import assert_same_contents, cluster, pull_all, replicate
 from tributary.workload import Bank, Mixed, MixedOptions, run_workload, total_balance
 from tributary.workload.upstream import open_upstream
 
 pytestmark = pytest.mark.etcd
-REPO = Path(__file__).resolve().parents[2]  # so that `python -m workload` finds the package
+REPO = Path(__file__).resolve().parents[2]  # so that `python -m tributary.workload` finds the package
 
 
 async def test_sqlite_upstream_bank_and_mixed(etcd: EtcdProcess, tmp_path: Path) -> None:
@@ -31,7 +26,7 @@ async def test_sqlite_upstream_bank_and_mixed(etcd: EtcdProcess, tmp_path: Path)
         open_upstream(f"sqlite://{tmp_path / 'up.db'}", writers=4) as up,
     ):
         bank_stats, mixed_stats = await asyncio.gather(
-            run_workload(bank, up, c.client, c.tso, c.history, writers=4, duration=2, seed=3),
+            run_workload(bank, up, c.client, c.tso, c.history, writers=4, txns=60, seed=3),
             run_workload(mixed, up, c.client, c.tso, c.history, writers=2, txns=60, seed=4),
         )
         assert bank_stats.commits > 10 and mixed_stats.commits > 10
@@ -47,11 +42,11 @@ async def test_sqlite_upstream_bank_and_mixed(etcd: EtcdProcess, tmp_path: Path)
 
 
 async def test_the_cli_runs_a_workload(etcd: EtcdProcess, tmp_path: Path) -> None:
-    """``python -m workload`` finds the cluster through etcd and prints its counters."""
+    """``python -m tributary.workload`` finds the cluster through etcd and prints its counters."""
     upstream = f"sqlite://{tmp_path / 'up.db'}"
     async with cluster(etcd, tmp_path, pumps=1) as c:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "workload", "--kind", "bank", "--upstream", upstream,
+            sys.executable, "-m", "tributary.workload", "--kind", "bank", "--upstream", upstream,
             "--pd-urls", etcd.endpoint, "--txns", "30", "--writers", "2", "--accounts", "10",
             "--seed", "1", "--log-level", "warn",
             stdout=asyncio.subprocess.PIPE,

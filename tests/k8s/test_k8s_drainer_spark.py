@@ -23,8 +23,8 @@ import aiohttp
 import pytest
 
 from services.spark.k8s import CONTAINER
-from tests.k8s.test_k8s_spark import SPARK_SA, as_spark_sa, items, spark_rbac
 from tests.support.k8s import RELEASE, InstalledChart, KubeApiServer, eventually_async
+from tests.support.k8s_spark import SPARK_SA, as_spark_sa, items, spark_rbac
 from tests.support.pipeline import ORDERS, commit, ddl, row, running_pipeline
 from tributary.ddlhistory import Action
 from tributary.image import IMAGE_UID

@@ -14,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from functools import partial
@@ -25,17 +23,17 @@ from typing import Any
 import pytest
 
 from services.demo.procs import free_port_pair
-from tests.integration.test_drainer_pumps import DB, TABLE, row_value
 from tests.support.certs import make_ca
+from tests.support.drainer import DB, TABLE, row_value
 from tests.support.etcd import EtcdProcess
 from tests.support.k8s import (
-    REPO,
     InstalledChart,
     KubeApiServer,
     eventually,
     eventually_async,
     run_operator,
 )
+from tests.support.k8s_cluster import FAST, apply, cluster, etcdctl_put, events, start_drainer
 from tests.support.pump import PumpProcess, pump_config, running_pump, start_pump_process
 from tributary.cdc.keys import FeedId, Keys
 from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, FeedState, RunningError
@@ -50,31 +48,6 @@ from tributary.tso.client import TsoClient
 from tributary.wire.ts import compose
 
 pytestmark = [pytest.mark.slow, pytest.mark.etcd]
-FAST = {
-    "BINLOG_OPERATOR_STATUS_INTERVAL": "1",
-    "BINLOG_OPERATOR_RETRY_DELAY": "1",
-    "BINLOG_OPERATOR_OFFLINE_TIMEOUT": "60",
-    "BINLOG_OPERATOR_DRAINER_CLOSE_TIMEOUT": "20",
-}
-
-
-def cluster(name: str, etcd: str, pumps: int, **extra: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "etcd": {"endpoints": [etcd]},
-        "image": "tributary:test",
-        "pumps": {"replicas": pumps, "storage": {"size": "1Gi"}},
-        **extra,
-    }
-    return {
-        "apiVersion": "binlog.io/v1alpha1",
-        "kind": "BinlogCluster",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def apply(kube: KubeApiServer, ns: str, obj: dict[str, Any]) -> None:
-    kube.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(obj))
 
 
 def replicas(kube: KubeApiServer, ns: str, sts: str) -> int | None:
@@ -203,50 +176,6 @@ def test_a_blocked_scale_down_and_a_bad_spec_are_reported(
         assert kube.get("bc", "c2", "-n", ns) is not None
         kube.kubectl("annotate", "bc", "c2", "-n", ns, "binlog.io/skip-pump-offline=true")
         eventually(lambda: kube.get("bc", "c2", "-n", ns) is None, "c2 deleted")
-
-
-def etcdctl_put(etcd: EtcdProcess, key: str, value: str) -> None:
-    etcdctl = Path(sys.executable).parent / "etcdctl"
-    subprocess.run(
-        [str(etcdctl), f"--endpoints={etcd.endpoint}", "put", key, value],
-        check=True,
-        capture_output=True,
-    )
-
-
-def start_drainer(
-    root: Path, etcd: str, node_id: str, db: Path, *extra: str, port: int = 0
-) -> subprocess.Popen[bytes]:
-    """A drainer process: gRPC on ``port``, its HTTP API on ``port + 1``."""
-    port = port or free_port_pair()
-    log = open(root / f"{node_id}.log", "ab")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "services.drainer",
-            "--addr",
-            f"127.0.0.1:{port}",
-            "--status-addr",
-            f"127.0.0.1:{port + 1}",
-            "--data-dir",
-            str(root / node_id),
-            "--pd-urls",
-            etcd,
-            "--node-id",
-            node_id,
-            "--syncer-sink-uri",
-            f"sqlite://{db}",
-            "--checkpoint-interval",
-            "0.3",
-            *extra,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=REPO,
-    )
-    log.close()
-    return proc
 
 
 def _job(
@@ -396,14 +325,6 @@ def deleting(kube: KubeApiServer, ns: str, kind: str, name: str) -> bool:
     """Gone, or deleted and waiting for its finalizers."""
     found = kube.get(kind, name, "-n", ns)
     return found is None or "deletionTimestamp" in found["metadata"]
-
-
-def events(kube: KubeApiServer, ns: str, reason: str) -> list[dict[str, Any]]:
-    """The namespace's events with ``reason``; [] when there are none (kubectl then prints
-    nothing at all, as ``get`` answers for an empty list with ``--ignore-not-found``)."""
-    found = kube.get("events", "-n", ns, "--field-selector", f"reason={reason}")
-    items: list[dict[str, Any]] = found["items"] if found else []
-    return items
 
 
 @pytest.mark.timeout(300)

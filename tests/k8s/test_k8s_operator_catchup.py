@@ -21,10 +21,10 @@ import pytest
 
 from binlog_operator.configs import check_drainer
 from services.demo.procs import free_port_pair
-from tests.k8s.test_k8s_operator import FAST, apply, cluster, etcdctl_put, events, start_drainer
-from tests.k8s.test_k8s_spark import SPARK_SA, spark_rbac
 from tests.support.etcd import EtcdProcess
 from tests.support.k8s import RELEASE, InstalledChart, KubeApiServer, eventually_async, run_operator
+from tests.support.k8s_cluster import FAST, apply, cluster, etcdctl_put, events, start_drainer
+from tests.support.k8s_spark import SPARK_SA, spark_rbac
 from tributary.coord.etcd import EtcdKv
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus

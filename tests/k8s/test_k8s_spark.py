@@ -13,13 +13,10 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pyspark
 import pytest
-import yaml
 
 from services.spark.k8s import (
     CONTAINER,
@@ -30,42 +27,11 @@ from services.spark.k8s import (
     submit_args,
 )
 from tests.support.k8s import CHART, RELEASE, InstalledChart, KubeApiServer
+from tests.support.k8s_spark import SPARK_SA, SparkNamespace, as_spark_sa, items, spark_rbac
 from tributary.image import IMAGE_UID
 
 pytestmark = [pytest.mark.slow, pytest.mark.etcd]
-SPARK_SA = "tributary-spark"  # values.yaml spark.serviceAccount.name
 IMAGE = "registry.local/tributary:1.0"
-
-
-def spark_rbac(kube: KubeApiServer, release: str, *sets: str) -> list[dict[str, Any]]:
-    """The chart's spark-rbac.yaml as ``helm template`` renders it."""
-    args = [a for s in sets for a in ("--set", s)]
-    out = kube.helm(
-        "template",
-        release,
-        str(CHART),
-        "--namespace",
-        "binlog-system",
-        "--show-only",
-        "templates/spark-rbac.yaml",
-        *args,
-    ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
-
-
-@dataclass
-class SparkNamespace:
-    name: str
-    token_file: Path
-    kubeconfig: Path  # authenticates as system:serviceaccount:<name>:tributary-spark
-
-
-def as_spark_sa(kube: KubeApiServer, ns: str, root: Path) -> SparkNamespace:
-    """A real token for the Spark service account (TokenRequest), as a file and a kubeconfig."""
-    token = kube.kubectl("create", "token", SPARK_SA, "-n", ns, "--duration=1h").stdout.strip()
-    token_file = root / f"token-{ns}"
-    token_file.write_text(token)
-    return SparkNamespace(ns, token_file, kube.kubeconfig_for(token, f"spark-{ns}"))
 
 
 @pytest.fixture
@@ -186,12 +152,6 @@ def test_the_pod_template_is_a_valid_pod_for_the_spark_account(
         kubeconfig=spark_ns.kubeconfig,
     )
     assert refused.returncode != 0 and "forbidden" in refused.stderr
-
-
-def items(kube: KubeApiServer, *args: str) -> list[Any]:
-    """``kubectl get`` of a list: its items (kubectl prints nothing for an empty one)."""
-    found = kube.get(*args)
-    return [] if found is None else list(found["items"])
 
 
 def spark_submit(sub: K8sSubmission, tmp_path: Path, name: str) -> tuple[int, str]:

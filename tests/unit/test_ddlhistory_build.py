@@ -8,7 +8,7 @@ import pytest
 
 from services.drainer.schema import SchemaTracker
 from services.drainer.translate import to_txn
-from tests.unit.test_drainer_translate import INS, UPD, ddl, dml, insert, mutation
+from tests.support.drainer_binlogs import INS, UPD, ddl, dml, insert, mutation
 from tributary.change import Ddl
 from tributary.coord.memory import MemoryKv
 from tributary.ddlhistory import (

@@ -1,27 +1,21 @@
-"""The TiDB HTTP status API as a DDL history source, against a scripted TiDB peer.
-
-The peer is a real aiohttp server on 127.0.0.1 serving recorded job JSON the way TiDB's
-``DDLHistoryJobHandler`` does: ``start_job_id`` + ``limit`` give jobs with id <= start, newest
-first; ``limit`` alone the newest; nothing at all every job; bad parameters HTTP 400 with a
-text message. A ``legacy`` peer ignores ``start_job_id`` as TiDB before v6.2 did.
-"""
+"""The TiDB HTTP status API as a DDL history source, against a scripted TiDB peer
+(``tests.support.scripted_tidb``)."""
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 from aiohttp import web
 
 from services.drainer.schema import SchemaTracker
 from services.drainer.translate import to_txn
+from tests.support.drainer_binlogs import INS, ddl, dml, insert, mutation
 from tests.support.net import free_port
-from tests.unit.test_ddlhistory_json import CREATE_DB_JOB, CREATE_TABLE_JOB
-from tests.unit.test_drainer_translate import INS, ddl, dml, insert, mutation
+from tests.support.scripted_tidb import Doc, ScriptedTidb, serving
+from tests.support.tidb_jobs import CREATE_DB_JOB, CREATE_TABLE_JOB
 from tributary.change import Ddl, RowKind
 from tributary.ddlhistory import (
     DdlHistoryError,
@@ -31,8 +25,6 @@ from tributary.ddlhistory import (
     TidbHttpDdlHistory,
     job_from_json,
 )
-
-Doc = dict[str, Any]
 
 
 def recorded_jobs() -> list[Doc]:
@@ -50,53 +42,6 @@ def recorded_jobs() -> list[Doc]:
     cancelled.update(id=114, state=int(JobState.CANCELLED), query="ALTER TABLE Orders ADD x INT")
     cancelled["binlog"] = {"SchemaVersion": 0, "DBInfo": None, "TableInfo": None}
     return [create_db, create_table, add_column, cancelled]
-
-
-class ScriptedTidb:
-    def __init__(self, jobs: list[Doc], *, legacy: bool = False) -> None:
-        self.jobs = sorted(jobs, key=lambda j: int(j["id"]))
-        self.legacy = legacy
-        self.queries: list[dict[str, str]] = []
-        self.answer: Callable[[], web.Response] | None = None  # replaces the normal answer
-
-    async def history(self, request: web.Request) -> web.Response:
-        self.queries.append(dict(request.query))
-        if self.answer is not None:
-            return self.answer()
-        try:
-            start = int(request.query.get("start_job_id", "0"))
-            limit = int(request.query.get("limit", "0"))
-        except ValueError as e:
-            return web.Response(status=400, text=str(e))
-        if start < 0 or not 0 <= limit <= 2048:
-            return web.Response(status=400, text="ddl history limit must be greater than 0")
-        if self.legacy:
-            start = 0
-            jobs = self.jobs[-limit:] if limit else self.jobs
-        elif start == 0 and limit == 0:
-            jobs = self.jobs
-        elif start and not limit:
-            text = "when 'start_job_id' is specified, it must work with a 'limit'"
-            return web.Response(status=400, text=text)
-        else:
-            newest_first = [j for j in reversed(self.jobs) if not start or j["id"] <= start]
-            jobs = newest_first[:limit]
-        return web.json_response(jobs or None)
-
-
-@asynccontextmanager
-async def serving(tidb: ScriptedTidb) -> AsyncIterator[str]:
-    app = web.Application()
-    app.router.add_get("/ddl/history", tidb.history)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        yield f"http://{host}:{port}"
-    finally:
-        await runner.cleanup()
 
 
 async def test_jobs_by_id_and_since_a_schema_version() -> None:

@@ -25,8 +25,8 @@ from services.drainer.item import PulledBinlogItem
 from services.drainer.progress import Checkpointer
 from services.drainer.state import DrainerState
 from services.drainer.syncer import Syncer
-from tests.unit.test_drainer_checkpoint import MemoryCheckpoint
-from tests.unit.test_drainer_syncer import RecordingSink
+from tests.support.fakes import MemoryCheckpoint, RecordingSink
+from tests.support.waits import eventually
 from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.config.drainer import DrainerConfig
 from tributary.registry.status import NodeKind, NodeState
@@ -116,17 +116,11 @@ async def feed(queue: asyncio.Queue[PulledBinlogItem], txns: dict[int, Txn], *ne
         await queue.put(PulledBinlogItem(t.commit_ts, t.start_ts, b"", False))
 
 
-async def wait_for(done: Callable[[], bool]) -> None:
-    async with asyncio.timeout(10):
-        while not done():  # noqa: ASYNC110 (polls state the code under test keeps)
-            await asyncio.sleep(0.01)
-
-
 async def run_until(syncer: Syncer, done: Callable[[], bool]) -> None:
     async with asyncio.TaskGroup() as tg:
         task = tg.create_task(syncer.run())
         try:
-            await wait_for(done)
+            await eventually(done)
         finally:
             task.cancel()
 
@@ -358,7 +352,7 @@ async def test_a_cancelled_run_job_kills_the_job(tmp_path: Path) -> None:
     lines: list[dict[str, Any]] = []
     pids: list[int] = []
     task = asyncio.create_task(run_job(spec, pids.append, lines.append))
-    await wait_for(lambda: bool(lines))
+    await eventually(lambda: bool(lines))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

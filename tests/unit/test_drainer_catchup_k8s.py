@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from services.drainer.catchup_job import K8S_STOP_GRACE, JobSpec, job_spec, run_job
-from tests.unit.test_drainer_catchup import wait_for
+from tests.support.waits import eventually
 from tributary.config.drainer import DrainerConfig
 from tributary.settings import SettingsError, load
 
@@ -160,14 +160,14 @@ async def test_a_cancelled_k8s_job_gets_sigterm_and_its_grace(tmp_path: Path) ->
     lines: list[dict[str, Any]] = []
     pids: list[int] = []
     task = asyncio.create_task(run_job(spec, pids.append, lines.append))
-    await wait_for(lambda: bool(lines))
+    await eventually(lambda: bool(lines))
     child = int(lines[0]["line"].split()[1])
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert mark.read_text() == "stopped\n"  # SIGTERM reached it, and it had time to act
     assert gone(pids[0])
-    await wait_for(lambda: gone(child))  # its group was killed
+    await eventually(lambda: gone(child))  # its group was killed
 
 
 async def test_a_job_ignoring_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
@@ -176,7 +176,7 @@ async def test_a_job_ignoring_sigterm_is_killed_after_the_grace(tmp_path: Path) 
     lines: list[dict[str, Any]] = []
     pids: list[int] = []
     task = asyncio.create_task(run_job(spec, pids.append, lines.append))
-    await wait_for(lambda: bool(lines))
+    await eventually(lambda: bool(lines))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -12,7 +12,6 @@ import pytest
 
 from services.binlogctl.meta import savepoint_text, write_savepoint
 from services.drainer.checkpoint import (
-    CheckpointStore,
     FileCheckpoint,
     parse_savepoint,
     render_savepoint,
@@ -20,28 +19,10 @@ from services.drainer.checkpoint import (
 )
 from services.drainer.errors import CheckpointError
 from services.drainer.progress import Checkpointer
-from tests.unit.test_pumpclient_peer import eventually
+from tests.support.fakes import MemoryCheckpoint
+from tests.support.waits import eventually
 
 TS = 449_812_345_678_901_249
-
-
-class MemoryCheckpoint:
-    """A CheckpointStore in memory that records every save."""
-
-    def __init__(self, saved: int | None = None, fail: bool = False) -> None:
-        self.saved = saved
-        self.history: list[tuple[int, bool]] = []
-        self.fail = fail
-
-    async def load(self) -> int | None:
-        return self.saved
-
-    async def save(self, commit_ts: int, consistent: bool) -> None:
-        await asyncio.sleep(0)
-        if self.fail:
-            raise CheckpointError("disk on fire", retriable=True)
-        self.saved = commit_ts
-        self.history.append((commit_ts, consistent))
 
 
 def read_text(path: Path) -> str:
@@ -61,18 +42,6 @@ class ManualClock:
 
 
 # -- the savepoint file ------------------------------------------------------------
-
-
-@pytest.mark.parametrize("store_kind", ["file", "memory"])
-async def test_store_contract_round_trip(tmp_path: Path, store_kind: str) -> None:
-    store: CheckpointStore = (
-        FileCheckpoint(tmp_path / "d") if store_kind == "file" else MemoryCheckpoint()
-    )
-    assert await store.load() is None
-    await store.save(TS, False)
-    assert await store.load() == TS
-    await store.save(TS + 5, True)
-    assert await store.load() == TS + 5
 
 
 async def test_file_is_tidb_binlog_toml_and_replaced_whole(tmp_path: Path) -> None:

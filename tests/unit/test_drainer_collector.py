@@ -12,7 +12,7 @@ from services.drainer.collector import Collector
 from services.drainer.feed import Inbox, MergeFeed
 from services.drainer.item import PulledBinlogItem
 from services.drainer.merge import Merger
-from tests.unit.test_pumpclient_peer import eventually
+from tests.support.waits import eventually
 from tributary.coord.kv import KeyValue
 from tributary.coord.memory import MemoryKv
 from tributary.registry.registry import NodeRegistry

@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from services.drainer.rowvalues import Column, row_decoder, sql_value
-from tests.unit.test_drainer_translate import CST, TYPES, TYPES_ROW, TYPES_SENT, cols_of
+from tests.support.drainer_binlogs import CST, TYPES, TYPES_ROW, TYPES_SENT, cols_of
 from tributary.tidbcodec import (
     NULL,
     BytesDatum,

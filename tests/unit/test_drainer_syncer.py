@@ -4,7 +4,6 @@ ignored and filtered binlogs, waiting for a DDL job, and stopping on bad input."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 
 import pytest
 
@@ -15,9 +14,9 @@ from services.drainer.progress import Checkpointer
 from services.drainer.schema import UnknownTable
 from services.drainer.syncer import Syncer, compact
 from services.drainer.translate import DdlJobMissing
-from tests.unit.test_drainer_checkpoint import MemoryCheckpoint
-from tests.unit.test_drainer_schema import T1, create_db, create_table
-from tests.unit.test_drainer_translate import ddl, dml, history_with, insert, mutation
+from tests.support.ddl_jobs import T1, create_db, create_table
+from tests.support.drainer_binlogs import ddl, dml, history_with, insert, mutation
+from tests.support.fakes import MemoryCheckpoint, RecordingSink
 from tributary.change import RowChange, TableFilter, TableInfo, Txn
 from tributary.sinks import SinkError as DownstreamError
 from tributary.wire.binlog import MutationType
@@ -32,33 +31,6 @@ def item(ts: int, fake: bool = False) -> PulledBinlogItem:
 
 def rows_txn(i: PulledBinlogItem, n: int = 1) -> Txn:
     return Txn(i.commit_ts, i.start_ts, tuple(RowChange.insert(T, {"id": k}) for k in range(n)))
-
-
-class RecordingSink:
-    """A Sink that records batches and the safe mode each was applied in; can fail on demand."""
-
-    def __init__(self) -> None:
-        self.batches: list[list[int]] = []
-        self.modes: list[bool] = []
-        self.failures: list[DownstreamError] = []
-        self.gate = asyncio.Event()
-        self.gate.set()
-        self.safe_mode = False
-        self.ckpt: int | None = None
-
-    async def apply(self, txns: Sequence[Txn]) -> None:
-        await self.gate.wait()
-        if self.failures:
-            raise self.failures.pop(0)
-        self.batches.append([t.commit_ts for t in txns])
-        self.modes.append(self.safe_mode)
-        self.ckpt = txns[-1].commit_ts
-
-    async def checkpoint(self) -> int | None:
-        return self.ckpt
-
-    async def close(self) -> None:
-        pass
 
 
 async def by_rows(i: PulledBinlogItem) -> Txn:

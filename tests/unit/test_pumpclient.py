@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from grpclib.const import Status
 
-from tests.unit.test_pumpclient_peer import ScriptedPump, eventually, running_pumps
+from tests.support.scripted_pump import ScriptedPump, running_pumps
+from tests.support.waits import eventually
 from tributary.coord.memory import MemoryKv
 from tributary.pumpclient import (
     KvPumpSource,

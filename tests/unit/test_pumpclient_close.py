@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_pumpclient_peer import ScriptedPump, eventually, running_pumps
+from tests.support.scripted_pump import ScriptedPump, running_pumps
+from tests.support.waits import eventually
 from tributary.coord.memory import MemoryKv
 from tributary.pumpclient import PumpClientError, PumpsClient
 from tributary.pumpclient.batcher import Batcher

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
-from tests.unit.test_pumpclient_peer import ScriptedPump, eventually, running_pumps
+from tests.support.scripted_pump import ScriptedPump, running_pumps
+from tests.support.waits import eventually
 from tributary.coord.kv import KeyValue, KvError, WatchEvent
 from tributary.coord.memory import MemoryKv
 from tributary.pumpclient import PumpsClient

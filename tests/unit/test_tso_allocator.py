@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.fakes import MemoryWindowStore
 from tributary.tso.allocator import MAX_COUNT, TimestampAllocator
 from tributary.tso.clock import ManualClock
 from tributary.tso.errors import LogicalOverflow, NotLeader, TsoError
@@ -25,24 +26,6 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
         return stop.value  # type: ignore[no-any-return]
     coro.close()
     raise AssertionError("coroutine suspended")
-
-
-class MemoryWindowStore:
-    """The persisted window; ``deposed`` makes saves fail like a lost etcd guard."""
-
-    def __init__(self, saved: int | None = None) -> None:
-        self.saved = saved
-        self.saves: list[int] = []
-        self.deposed = False
-
-    async def load(self) -> int | None:
-        return self.saved
-
-    async def save(self, window_ms: int) -> None:
-        if self.deposed:
-            raise NotLeader(None)
-        self.saved = window_ms
-        self.saves.append(window_ms)
 
 
 def started(clock: ManualClock, store: MemoryWindowStore, **kw: int) -> TimestampAllocator:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_workload_txn import SPEC, Events, LoggingTso, LoggingWriter
+from tests.support.workload_fakes import SPEC, Events, LoggingTso, LoggingWriter
 from tributary.coord.kv import Compare, Delete, KvError, Put, TxnResult
 from tributary.coord.memory import MemoryKv
 from tributary.ddlhistory import JOBS_PREFIX, Action, KvDdlHistory

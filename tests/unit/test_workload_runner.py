@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_workload_txn import Events, LoggingTso, LoggingWriter
+from tests.support.workload_fakes import Events, LoggingTso, LoggingWriter
 from tributary.coord.memory import MemoryKv
 from tributary.ddlhistory import KvDdlHistory
 from tributary.workload import Bank, Catalog, Mixed, MixedOptions, run_workload, total_balance

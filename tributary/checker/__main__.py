@@ -1,4 +1,4 @@
-"""``python -m checker`` runs the consistency checker."""
+"""``python -m tributary.checker`` runs the consistency checker."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""``tributary-check`` / ``python -m checker``: parse settings, compare, print the report.
+"""``tributary-check`` / ``python -m tributary.checker``: parse settings, compare, print the report.
 
 Output: the report on stdout (text, or JSON with ``--json``); diagnostics and errors on
 stderr. Exit codes: 0 the sides are equal; 1 differences found; 2 bad usage, bad settings or a

@@ -5,7 +5,7 @@ through the pump client exactly as TiDB would (start ts, prewrite with TiDB-enco
 commit ts while the row locks are held, commit or rollback binlog); each DDL runs upstream,
 is recorded in the DDL history and written as a DDL binlog. Workloads: ``bank`` (transfers,
 an invariant total) and ``mixed`` (many tables and types, DDL mid-stream). Entry points:
-:func:`run_workload` and ``python -m workload``.
+:func:`run_workload` and ``python -m tributary.workload``.
 """
 
 from tributary.workload.bank import Bank, total_balance_sql

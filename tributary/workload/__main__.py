@@ -1,4 +1,4 @@
-"""``python -m workload``."""
+"""``python -m tributary.workload``."""
 
 from tributary.workload.cli import main
 

@@ -1,4 +1,4 @@
-"""``python -m workload``: run a bank or mixed workload against an upstream and a pump cluster.
+"""``python -m tributary.workload``: run a bank or mixed workload against an upstream and a pump cluster.
 
 Flags: ``--kind bank|mixed --upstream mysql://user:pw@host:port | sqlite:///path --pd-urls
 http://etcd:2379 --duration 30 --writers 8 [--rate N] [--txns N] [--seed S] [--database D]
@@ -51,7 +51,7 @@ class Options:
 
 def parse_args(argv: Sequence[str] | None = None) -> Options:
     p = argparse.ArgumentParser(
-        prog="python -m workload",
+        prog="binlog-workload",
         description="Run a bank or mixed workload against an upstream and a pump cluster.",
     )
     p.add_argument("--kind", choices=KINDS, default="bank")

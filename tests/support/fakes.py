@@ -1,0 +1,76 @@
+"""In-memory fakes of our own ports (CheckpointStore, Sink) for unit tests of pure logic; each
+records what it was given."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from services.drainer.errors import CheckpointError
+from tributary.change import Txn
+from tributary.sinks import SinkError as DownstreamError
+from tributary.tso.errors import NotLeader
+
+
+class MemoryCheckpoint:
+    """A CheckpointStore in memory that records every save."""
+
+    def __init__(self, saved: int | None = None, fail: bool = False) -> None:
+        self.saved = saved
+        self.history: list[tuple[int, bool]] = []
+        self.fail = fail
+
+    async def load(self) -> int | None:
+        return self.saved
+
+    async def save(self, commit_ts: int, consistent: bool) -> None:
+        await asyncio.sleep(0)
+        if self.fail:
+            raise CheckpointError("disk on fire", retriable=True)
+        self.saved = commit_ts
+        self.history.append((commit_ts, consistent))
+
+
+class RecordingSink:
+    """A Sink that records batches and the safe mode each was applied in; can fail on demand."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.modes: list[bool] = []
+        self.failures: list[DownstreamError] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.safe_mode = False
+        self.ckpt: int | None = None
+
+    async def apply(self, txns: Sequence[Txn]) -> None:
+        await self.gate.wait()
+        if self.failures:
+            raise self.failures.pop(0)
+        self.batches.append([t.commit_ts for t in txns])
+        self.modes.append(self.safe_mode)
+        self.ckpt = txns[-1].commit_ts
+
+    async def checkpoint(self) -> int | None:
+        return self.ckpt
+
+    async def close(self) -> None:
+        pass
+
+
+class MemoryWindowStore:
+    """The persisted window; ``deposed`` makes saves fail like a lost etcd guard."""
+
+    def __init__(self, saved: int | None = None) -> None:
+        self.saved = saved
+        self.saves: list[int] = []
+        self.deposed = False
+
+    async def load(self) -> int | None:
+        return self.saved
+
+    async def save(self, window_ms: int) -> None:
+        if self.deposed:
+            raise NotLeader(None)
+        self.saved = window_ms
+        self.saves.append(window_ms)
