@@ -3,16 +3,18 @@
 The request is tipb's: ``PullBinlogReq{cluster_id, start_from: Pos{offset: last
 commit ts}}``; the pump answers with every commit (its prewrite's data
 attached) and fake binlog above that ts, in order, and keeps streaming. The
-stream is read by ``services.drainer.pullstream`` (a lean HTTP/2 client for
-this one call) and each response by the one-pass ``wire.views`` decoder:
-grpclib and betterproto objects cost more than the rest of pulling.
+call goes through grpclib (``services.drainer.pullchannel``), each response
+read by the one-pass ``wire.views`` decoder rather than into a betterproto
+object.
 
 Invariants:
 - ``last_ts`` is the commit ts of the last item handed to the inbox, and every
   (re)connection asks for items after it, so nothing is skipped or repeated;
-- any stream or connection error is logged and retried after
-  ``retry_interval`` (1 s) from ``last_ts``; a payload that is not a binlog is
-  fatal (``MalformedPayload``): pulling past it would lose a transaction;
+- any stream or connection error (an error status, a reset, a lost connection
+  or unanswered keepalive pings, a refused connection or TLS handshake) is
+  logged and retried after ``retry_interval`` (1 s) from ``last_ts``; a
+  response or payload that is not a binlog is fatal (``MalformedPayload``):
+  pulling past it would lose a transaction;
 - while paused the puller holds no stream; ``resume`` reconnects from ``last_ts``.
 """
 
@@ -27,16 +29,15 @@ from typing import NoReturn
 from services.drainer.errors import MalformedPayload
 from services.drainer.feed import Inbox
 from services.drainer.item import PulledBinlogItem
-from services.drainer.pullstream import pull_messages
+from services.drainer.pullchannel import pull_responses
 from tributary.net import split_host_port
 from tributary.wire.binlog import Pos, PullBinlogReq, PullBinlogResp
 from tributary.wire.peek import MalformedBinlog, peek
-from tributary.wire.views import MalformedMessage, PullBinlogRespView, parse_pull_response
+from tributary.wire.views import MalformedMessage, PullBinlogRespView
 
 log = logging.getLogger(__name__)
 
 RETRY_INTERVAL = 1.0  # seconds before reconnecting after an error or a closed stream
-PULL_PATH = "/binlog.Pump/PullBinlogs"
 
 
 def to_item(node_id: str, resp: PullBinlogResp | PullBinlogRespView) -> PulledBinlogItem:
@@ -119,16 +120,15 @@ class Puller:
         host, port = split_host_port(self.addr)
         request = PullBinlogReq(cluster_id=self._cluster_id, start_from=Pos(offset=self._last_ts))
         log.info("pulling pump %s at %s after commit ts %d", self.node_id, self.addr, self._last_ts)
-        messages = pull_messages(host, port, PULL_PATH, bytes(request), ssl_context=self._ssl)
-        async with aclosing(messages) as stream:
-            async for message in stream:
-                try:
-                    resp = parse_pull_response(message)
-                except MalformedMessage as e:
-                    raise MalformedPayload(f"a pump sent an unreadable PullBinlogResp: {e}") from e
-                item = to_item(self.node_id, resp)
-                await self._inbox.put(item)
-                self._last_ts = max(self._last_ts, item.commit_ts)
-                self.received += 1
-                if self.paused:
-                    return
+        responses = pull_responses(host, port, request, ssl_context=self._ssl)
+        async with aclosing(responses) as stream:
+            try:
+                async for resp in stream:
+                    item = to_item(self.node_id, resp)
+                    await self._inbox.put(item)
+                    self._last_ts = max(self._last_ts, item.commit_ts)
+                    self.received += 1
+                    if self.paused:
+                        return
+            except MalformedMessage as e:
+                raise MalformedPayload(f"a pump sent an unreadable PullBinlogResp: {e}") from e

@@ -1,7 +1,9 @@
-"""grpclib over mutual TLS with cert-allowed-cn: the binlog.Pump service on a loopback socket."""
+"""grpclib over mutual TLS with cert-allowed-cn: the binlog.Pump service on a loopback socket,
+written to by a client and pulled by the drainer's puller."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -13,10 +15,23 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.server import Server
 
+from services.drainer.feed import Inbox
+from services.drainer.puller import Puller
 from tests.support.certs import Pki, make_pki
+from tests.support.k8s import eventually_async
 from tributary.telemetry.grpcauth import enforce_allowed_cn
 from tributary.telemetry.tls import client_context, server_context
-from tributary.wire.binlog import PumpBase, PumpStub, WriteBinlogReq, WriteBinlogResp
+from tributary.wire.binlog import (
+    Binlog,
+    BinlogType,
+    Entity,
+    PullBinlogReq,
+    PullBinlogResp,
+    PumpBase,
+    PumpStub,
+    WriteBinlogReq,
+    WriteBinlogResp,
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +46,13 @@ class CountingPump(PumpBase):
     async def write_binlog(self, write_binlog_req: WriteBinlogReq) -> WriteBinlogResp:
         self.cluster_ids.append(write_binlog_req.cluster_id)
         return WriteBinlogResp(errmsg="")
+
+    async def pull_binlogs(self, pull_binlog_req: PullBinlogReq) -> AsyncIterator[PullBinlogResp]:
+        self.cluster_ids.append(pull_binlog_req.cluster_id)
+        for ts in (20, 30):
+            b = Binlog(tp=BinlogType(BinlogType.Commit), start_ts=ts - 1, commit_ts=ts)
+            yield PullBinlogResp(entity=Entity(payload=bytes(b)))
+        await asyncio.Event().wait()  # the stream stays open, as a pump's does
 
 
 @asynccontextmanager
@@ -99,3 +121,23 @@ async def test_plaintext_client_gets_nothing(pki: Pki) -> None:
         with pytest.raises((ConnectionError, StreamTerminatedError)):
             await write(port, None, 11)
     assert pump.cluster_ids == []
+
+
+async def test_the_drainer_pulls_over_tls_only_with_an_allowed_cert(pki: Pki) -> None:
+    pump = CountingPump()
+    async with pump_server(pki, pump, ("drainer",)) as port:
+        addr = f"127.0.0.1:{port}"
+        pulled, refused = Inbox(asyncio.Event()), Inbox(asyncio.Event())
+        good = Puller("pump-1", addr, 12, 0, pulled, ssl_context=client(pki, "drainer"))
+        bad = Puller(
+            "pump-1", addr, 13, 0, refused, ssl_context=client(pki, "intruder"), retry_interval=0.05
+        )
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(p.run(), name=f"test-puller-{p.last_ts}") for p in (good, bad)]
+            await eventually_async(lambda: good.received >= 2, "two binlogs pulled", 30, 0.02)
+            await eventually_async(lambda: bad.reconnects >= 2, "refused pulls retried", 30, 0.02)
+            for t in tasks:
+                t.cancel()
+    assert [pulled.take().commit_ts for _ in range(2)] == [20, 30]  # type: ignore[union-attr]
+    assert bad.received == 0 and refused.qsize() == 0
+    assert pump.cluster_ids == [12]  # the refused calls never reached the handler

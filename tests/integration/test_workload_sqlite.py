@@ -15,7 +15,9 @@ from tributary.workload import Bank, Mixed, MixedOptions, run_workload, total_ba
 from tributary.workload.upstream import open_upstream
 
 pytestmark = pytest.mark.etcd
-REPO = Path(__file__).resolve().parents[2]  # so that `python -m tributary.workload` finds the package
+REPO = (
+    Path(__file__).resolve().parents[2]
+)  # so that `python -m tributary.workload` finds the package
 
 
 async def test_sqlite_upstream_bank_and_mixed(etcd: EtcdProcess, tmp_path: Path) -> None:

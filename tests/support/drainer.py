@@ -22,6 +22,7 @@ from tributary.coord.kv import Kv
 from tributary.ddlhistory import Action, DbInfo, KvDdlHistory
 from tributary.ddlhistory.build import ddl_job, table_info
 from tributary.registry.status import NodeState
+from tributary.settings import ListenSettings
 from tributary.tidbcodec import IntDatum, encode_inserted_row
 from tributary.tidbcodec import mysqltypes as mt
 from tributary.tso.client import TsoClient
@@ -94,7 +95,7 @@ class InOrderSink:
 def drainer_config(data_dir: Path, etcd_endpoint: str, **overrides: Any) -> DrainerConfig:
     return dataclasses.replace(
         DrainerConfig(),
-        addr="127.0.0.1:0",
+        listen=ListenSettings("127.0.0.1:0"),
         data_dir=str(data_dir),
         pd_urls=(etcd_endpoint,),
         checkpoint_interval=0.3,

@@ -1,4 +1,4 @@
-"""``python -m tributary.workload``: run a bank or mixed workload against an upstream and a pump cluster.
+"""``binlog-workload``: run a bank or mixed workload against an upstream and a pump cluster.
 
 Flags: ``--kind bank|mixed --upstream mysql://user:pw@host:port | sqlite:///path --pd-urls
 http://etcd:2379 --duration 30 --writers 8 [--rate N] [--txns N] [--seed S] [--database D]
