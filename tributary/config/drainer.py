@@ -370,6 +370,13 @@ class SyncerConfig:
     def effective_batch_rows(self) -> int:
         return self.batch_rows or self.txn_batch * self.worker_count * 3
 
+    def sink_scheme(self) -> str:
+        """The scheme of ``sink_url`` (without decrypting a password)."""
+        if self.sink_uri:
+            return self.sink_uri.split("://", 1)[0].lower()
+        kind = self.db_type
+        return {"tidb": "mysql", "pb": "file"}.get(kind, kind)
+
     def sink_url(self, data_dir: str) -> str:
         """``sink-uri``, or the URL ``db-type`` and ``[syncer.to]`` describe."""
         if self.sink_uri:
@@ -469,7 +476,7 @@ class DrainerConfig:
             yield "syncer", str(e)
         if syncer.sink_uri and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", syncer.sink_uri):
             yield "syncer.sink-uri", "must be a URL such as mysql://root@127.0.0.1:3306/"
-        scheme = syncer.sink_url(self.data_dir).split("://", 1)[0].lower()
+        scheme = syncer.sink_scheme()
         if syncer.catchup.enabled and scheme not in CATCHUP_SCHEMES:
             yield (
                 "syncer.catchup.enabled",
