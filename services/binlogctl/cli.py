@@ -19,6 +19,7 @@ from services.binlogctl.errors import CtlError, singular
 from services.binlogctl.render import render, update_warning
 from tributary.settings import SettingsError, load
 from tributary.telemetry import configure_logging_from
+from tributary.version import version_text
 
 log = logging.getLogger("services.binlogctl")
 
@@ -32,7 +33,9 @@ def _err(text: str) -> None:
 
 def parse(argv: Sequence[str]) -> CtlConfig:
     """Settings from ``argv`` (program name excluded) and ``BINLOGCTL_*``; SettingsError."""
-    return load(CtlConfig, split_command(argv), os.environ, ENV_PREFIX, prog=PROG)
+    return load(
+        CtlConfig, split_command(argv), os.environ, ENV_PREFIX, prog=PROG, version=version_text()
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as e:
         _err(f"{PROG}: {e}\nrun `{PROG} --help` for usage")
         return 2
-    except SystemExit as e:  # --help
+    except SystemExit as e:  # --help, -V
         return e.code if isinstance(e.code, int) else 0
     configure_logging_from(cfg.log)
     command = cfg.command
@@ -58,5 +61,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception:
         log.exception("%s failed unexpectedly", command.value)
         return 1
-    print(render(result, as_json=cfg.as_json), flush=True)
+    print(render(result, as_json=cfg.as_json, tz=cfg.zone()), flush=True)
     return 0

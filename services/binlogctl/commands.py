@@ -19,10 +19,18 @@ from services.binlogctl import actions, meta
 from services.binlogctl.actions import Progress
 from services.binlogctl.config import Command, CtlConfig
 from services.binlogctl.errors import CtlError, EtcdUnreachable, NodeNotFound, singular
-from services.binlogctl.results import ActionApplied, MetaWritten, NodeList, Result, StateUpdated
+from services.binlogctl.results import (
+    ActionApplied,
+    Encrypted,
+    MetaWritten,
+    NodeList,
+    Result,
+    StateUpdated,
+)
 from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv, KvError
+from tributary.encrypt import encrypt
 from tributary.registry.registry import NodeNotFoundError, NodeRegistry, RegistryError
 from tributary.registry.status import NodeKind, NodeState, NodeStatus, StatusError
 from tributary.telemetry.tls import ALPN_HTTP, TlsError, client_context
@@ -45,6 +53,8 @@ async def run(cfg: CtlConfig, progress: Progress = _ignore) -> Result:
     try:
         if command is Command.GENERATE_META:
             return await generate_meta(cfg)
+        if command is Command.ENCRYPT:
+            return encrypt_text(cfg.text)
         assert kind is not None
         if command.verb == "list":
             return await list_nodes(cfg, kind)
@@ -140,6 +150,14 @@ async def apply_action(
     return ActionApplied(kind, node_id, verb, url, accepted, final)
 
 
+def encrypt_text(text: str) -> Encrypted:
+    """``encrypt``: no etcd, only the key (``$BINLOG_SECRET_KEY`` or tidb-binlog's default)."""
+    try:
+        return Encrypted(encrypt(text))
+    except ValueError as e:  # a bad BINLOG_SECRET_KEY
+        raise CtlError(str(e)) from e
+
+
 async def generate_meta(cfg: CtlConfig) -> MetaWritten:
     """A fresh TSO timestamp written as ``<data-dir>/savepoint``."""
     async with connect(cfg) as kv:
@@ -157,7 +175,7 @@ async def generate_meta(cfg: CtlConfig) -> MetaWritten:
                 f"no timestamp from the TSO (is a pump or binlog-tso running?): {e}",
                 retriable=e.retriable,
             ) from e
-    text = meta.savepoint_text(commit_ts)
+    text = meta.savepoint_text(commit_ts, cfg.zone(), cfg.time_zone or "local")
     try:
         path = await asyncio.to_thread(meta.write_savepoint, Path(cfg.data_dir), text)
     except OSError as e:

@@ -2,21 +2,25 @@
 environment variables and an optional ``--config`` TOML file, through the shared loader.
 
 The command is either the first positional word (``binlogctl pumps``) or ``-cmd``/``--cmd``
-(``binlogctl -cmd pumps``, as tidb-binlog spells it). Invariant: ``split_command`` moves the
-positional word into ``--cmd=<word>`` without touching the value of any flag, so the loader sees
-only flags, and giving the command both ways is a usage error rather than a silent choice.
+(``binlogctl -cmd pumps``, as tidb-binlog spells it); every flag takes Go's single dash
+(``-timeout=5``), and tidb-binlog's ``-V``, ``-text`` and ``-time-zone`` are here too.
+Invariant: ``split_command`` moves the positional word into ``--cmd=<word>`` without touching the
+value of any flag, so the loader sees only flags, and giving the command both ways is a usage
+error rather than a silent choice.
 """
 
 from __future__ import annotations
 
 import enum
+import zoneinfo
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, tzinfo
 
 from tributary.registry.status import NodeKind, NodeState
 from tributary.settings import (
     DURATION,
-    HOST_PORT,
+    OPTIONAL_HOST_PORT,
     URL_LIST,
     Kind,
     LogSettings,
@@ -41,17 +45,19 @@ class Command(enum.StrEnum):
     OFFLINE_DRAINER = "offline-drainer"
     CATCHUP_DRAINER = "catchup-drainer"
     GENERATE_META = "generate_meta"
+    ENCRYPT = "encrypt"
 
     @property
     def kind(self) -> NodeKind | None:
-        """The node kind the command works on (None for generate_meta)."""
-        if self is Command.GENERATE_META:
+        """The node kind the command works on (None for generate_meta and encrypt)."""
+        if self in (Command.GENERATE_META, Command.ENCRYPT):
             return None
         return NodeKind.DRAINER if self.value.endswith(("drainers", "drainer")) else NodeKind.PUMP
 
     @property
     def verb(self) -> str:
-        """``list``, ``update``, ``pause``, ``offline``, ``catchup`` or ``generate_meta``."""
+        """``list``, ``update``, ``pause``, ``offline``, ``catchup``, ``generate_meta`` or
+        ``encrypt``."""
         if self in (Command.PUMPS, Command.DRAINERS):
             return "list"
         return self.value.split("-")[0]
@@ -76,6 +82,10 @@ commands (positional, or -cmd NAME):
   catchup-drainer                 ask a running drainer to hand its backlog to a Spark catch-up
                                   job from its next binlog on (--node-id; [syncer.catchup])
   generate_meta                   write <data-dir>/savepoint with a fresh TSO commitTS
+                                  (times shown in --time-zone)
+  encrypt                         print --text encrypted as tidb-binlog does (AES-256,
+                                  key $BINLOG_SECRET_KEY or the default): a drainer's
+                                  [syncer.to] encrypted_password
 
 The node's HTTP API is taken to be on its registered host at the registered (gRPC) port + 1,
 the pump's default when its status-addr is unset; pass --status-addr otherwise."""
@@ -109,7 +119,7 @@ class CtlConfig:
     status_addr: str = setting(
         "",
         "host:port of the node's HTTP API (default: registered host, registered port + 1)",
-        kind=HOST_PORT,
+        kind=OPTIONAL_HOST_PORT,
         flag=("--status-addr", "-status-addr"),
     )
     wait: bool = setting(True, "after pause/offline, wait until etcd shows the node paused/offline")
@@ -126,11 +136,32 @@ class CtlConfig:
         "", "client certificate (PEM) for TLS", flag=("--ssl-cert", "-ssl-cert")
     )
     ssl_key: str = setting("", "client private key (PEM) for TLS", flag=("--ssl-key", "-ssl-key"))
+    text: str = setting(
+        "", "plaintext for the encrypt command", flag=("--text", "-text"), secret=True
+    )
+    time_zone: str = setting(
+        "",
+        "zone of the times shown (savepoint, node lists): a name such as Asia/Shanghai, UTC, "
+        "or Local; empty = this host's zone",
+        flag=("--time-zone", "-time-zone"),
+    )
     log: LogSettings = group(LogSettings, "logging", inline=True, default=LogSettings(level="warn"))
 
     @property
     def command(self) -> Command:
         return Command(self.cmd)
+
+    def zone(self) -> tzinfo | None:
+        """``time-zone`` as a tzinfo (None: this host's zone); ValueError for an unknown name."""
+        name = self.time_zone.strip()
+        if name in ("", "Local"):
+            return None
+        if name == "UTC":
+            return UTC
+        try:
+            return zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {name!r}") from None
 
     @property
     def security(self) -> SecuritySettings:
@@ -142,6 +173,12 @@ class CtlConfig:
             yield "node-id", f"{command.value} needs --node-id"
         if command.verb == "update" and not self.state:
             yield "state", f"{command.value} needs --state ({', '.join(_STATES)})"
+        if command is Command.ENCRYPT and not self.text:
+            yield "text", "encrypt needs --text (the password to encrypt)"
+        try:
+            self.zone()
+        except ValueError as e:
+            yield "time-zone", str(e)
         if self.timeout <= 0:
             yield "timeout", "must be positive"
         yield from self.security.validate()
@@ -152,12 +189,13 @@ _CMD_FLAGS = ("--cmd", "-cmd")
 
 
 def _flag_sets() -> tuple[frozenset[str], frozenset[str]]:
-    """(flags taking a value, switch flags) of ``CtlConfig``."""
-    values: set[str] = {"--config"}
+    """(flags taking a value, switch flags) of ``CtlConfig``, in both dash spellings."""
+    values: set[str] = {"--config", "-config"}
     switches: set[str] = set()
     for leaf in spec_tree(CtlConfig).leaves():
         target = switches if leaf.kind is not None and leaf.kind.switch else values
         target.update(leaf.flags)
+        target.update(f[1:] for f in leaf.flags if f.startswith("--"))
     return frozenset(values), frozenset(switches)
 
 

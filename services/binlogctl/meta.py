@@ -23,12 +23,13 @@ from services.binlogctl.render import format_ts
 SAVEPOINT = "savepoint"
 
 
-def savepoint_text(commit_ts: int, local: tzinfo | None = None) -> str:
-    """The file's content; ``local`` is the zone of the second time (default: this host's)."""
+def savepoint_text(commit_ts: int, local: tzinfo | None = None, label: str = "local") -> str:
+    """The file's content; ``local`` is the zone of the second time (default: this host's,
+    ``binlogctl --time-zone`` names another), ``label`` its name in the comment."""
     return (
         f"commitTS = {commit_ts}\n"
         f"# UTC:   {format_ts(commit_ts, UTC)}\n"
-        f"# local: {format_ts(commit_ts, local)}\n"
+        f"# {label}: {format_ts(commit_ts, local)}\n"
     )
 
 

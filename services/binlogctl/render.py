@@ -15,7 +15,14 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 from services.binlogctl.errors import singular
-from services.binlogctl.results import ActionApplied, MetaWritten, NodeList, Result, StateUpdated
+from services.binlogctl.results import (
+    ActionApplied,
+    Encrypted,
+    MetaWritten,
+    NodeList,
+    Result,
+    StateUpdated,
+)
 from tributary.registry.status import NodeStatus
 from tributary.wire import ts as tso
 
@@ -77,6 +84,8 @@ def render_text(result: Result, tz: tzinfo | None = None) -> str:
             return f"{noun} {a.node_id} is {a.final.state.value}"
         case MetaWritten(path=path, text=text):
             return f"{text.rstrip()}\n(written to {path})"
+        case Encrypted(ciphertext=ciphertext):
+            return ciphertext
     raise TypeError(f"cannot render {result!r}")
 
 
@@ -98,6 +107,8 @@ def render_json(result: Result) -> str:
             }
         case MetaWritten(path=path, commit_ts=commit_ts):
             doc = {"commitTS": commit_ts, "path": str(path)}
+        case Encrypted(ciphertext=ciphertext):
+            doc = {"encrypted": ciphertext}
         case _:
             raise TypeError(f"cannot render {result!r}")
     return json.dumps(doc, indent=2)

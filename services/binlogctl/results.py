@@ -55,4 +55,11 @@ class MetaWritten:
     text: str
 
 
-Result = NodeList | StateUpdated | ActionApplied | MetaWritten
+@dataclass(frozen=True)
+class Encrypted:
+    """``encrypt``: the ciphertext of ``--text`` (a drainer's ``encrypted_password``)."""
+
+    ciphertext: str
+
+
+Result = NodeList | StateUpdated | ActionApplied | MetaWritten | Encrypted

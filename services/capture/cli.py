@@ -26,6 +26,8 @@ from services.capture.client import ApiClient, ClientError
 from tributary.servicekit.main import run_service
 from tributary.settings import SecuritySettings
 from tributary.telemetry.tls import ALPN_HTTP, TlsError, client_context
+from tributary.version import FLAGS as VERSION_FLAGS
+from tributary.version import add_version_flag, version_text
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,6 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_service("binlog-cdc server", CaptureConfig, "CDC", serve, args[1:])
     if args[:1] == ["cli"]:
         return _cli(args[1:])
+    if args[:1] and args[0] in VERSION_FLAGS:
+        print(version_text())
+        return 0
     usage = "usage: binlog-cdc server [flags] | binlog-cdc cli <command>"
     if args[:1] in (["-h"], ["--help"], ["help"]):
         print(usage)
@@ -49,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="binlog-cdc cli")
+    add_version_flag(p)
     p.add_argument("--server", default="127.0.0.1:8300", help="a capture's HTTP address")
     p.add_argument("--ca", default="", help="CA certificate (PEM) of a TLS capture: speak HTTPS")
     p.add_argument("--cert", default="", help="client certificate (PEM) the capture requires")

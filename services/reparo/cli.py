@@ -18,6 +18,7 @@ from services.reparo.config import ReparoConfig
 from tributary.settings import SettingsError, dump, load
 from tributary.sinks import SinkError
 from tributary.telemetry import configure_logging_from
+from tributary.version import version_text
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
-        cfg = load(ReparoConfig, args, os.environ, "REPARO", prog="reparo")
+        cfg = load(ReparoConfig, args, os.environ, "REPARO", prog="reparo", version=version_text())
     except SettingsError as e:
         print(f"reparo: {e}", file=sys.stderr)
         return 2

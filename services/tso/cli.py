@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from services.tso.app import DEFAULT_ADDR, TsoServerApp, TsoServerConfig
 from tributary.telemetry.logs import configure_logging
+from tributary.version import add_version_flag
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ def parse_args(argv: Sequence[str] | None = None) -> TsoServerConfig:
         choices=["debug", "info", "warn", "error", "fatal"],
         help="(default %(default)s)",
     )
+    add_version_flag(parser)
     ns = parser.parse_args(argv)
     urls = tuple(u.strip() for u in ns.pd_urls.split(",") if u.strip())
     if not urls:

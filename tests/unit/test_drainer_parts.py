@@ -64,7 +64,7 @@ def test_every_problem_is_reported_at_once() -> None:
     with pytest.raises(SettingsError) as e:
         load(
             DrainerConfig,
-            ["--compressor", "gzip", "--initial-commit-ts", "-5", "--addr", "0.0.0.0:1"],
+            ["--compressor", "gzip", "--initial-commit-ts", "-5", "--advertise-addr", "0.0.0.0:1"],
             {},
             "DRAINER",
         )

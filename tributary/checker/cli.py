@@ -17,6 +17,7 @@ from tributary.checker.config import CheckConfig
 from tributary.checker.errors import CheckerError
 from tributary.settings import SettingsError, load
 from tributary.telemetry import configure_logging_from
+from tributary.version import version_text
 
 PROG = "tributary-check"
 ENV_PREFIX = "TRIBUTARY_CHECK"
@@ -29,7 +30,7 @@ def _err(text: str) -> None:
 
 def parse(argv: Sequence[str]) -> CheckConfig:
     """Settings from ``argv`` (program name excluded) and ``TRIBUTARY_CHECK_*``."""
-    return load(CheckConfig, argv, os.environ, ENV_PREFIX, prog=PROG)
+    return load(CheckConfig, argv, os.environ, ENV_PREFIX, prog=PROG, version=version_text())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as e:
         _err(f"{PROG}: {e}\nrun `{PROG} --help` for usage")
         return FAILED
-    except SystemExit as e:  # --help
+    except SystemExit as e:  # --help, -V
         return e.code if isinstance(e.code, int) else EQUAL
     configure_logging_from(cfg.log)
     try:

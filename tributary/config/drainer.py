@@ -6,7 +6,11 @@ tidb-binlog does not have: ``status-addr`` (HTTP on its own port),
 ``heartbeat-interval`` and ``checkpoint-interval`` (fixed at 1 s and 3 s there),
 ``syncer.sink-uri`` (the downstream as a URL, overriding ``db-type`` and ``[syncer.to]``),
 ``syncer.batch-rows``, ``syncer.ddl-history``, ``syncer.to.consistent`` and ``[syncer.catchup]``
-(Spark catch-up of a backlog, ``services.drainer.catchup``).
+(Spark catch-up of a backlog, ``services.drainer.catchup``). tidb-binlog's stock
+``drainer.toml`` and its flags (``-config=``, ``-L``, ``-txn-batch``, ``-dest-db-type`` ...) load
+as they are: ``[syncer.to] encrypted_password`` is decrypted at load (``tributary.encrypt``);
+its keys and flags this drainer does not implement are listed in ``IGNORED`` with the reason a
+warning gives, or refused where ignoring them would change what reaches the downstream.
 """
 
 from __future__ import annotations
@@ -15,16 +19,18 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import ClassVar
 from urllib.parse import quote
 
 from tributary.change import DEFAULT_IGNORE_DBS, FilterError, TableFilter
-from tributary.net import split_host_port
+from tributary.encrypt import DecryptError, decrypt
 from tributary.settings import (
     DURATION,
-    HOST_PORT,
     INT_LIST,
+    OPTIONAL_HOST_PORT,
     STR_LIST,
     URL_LIST,
+    Ignored,
     ListenSettings,
     LogSettings,
     SecuritySettings,
@@ -35,6 +41,88 @@ from tributary.settings import (
 )
 
 DB_TYPES = ("mysql", "tidb", "file", "pb", "kafka", "sqlite", "print", "blackhole")
+
+READ_TIMEOUT = 60.0  # the MySQL sink's default (sinks.mysql_config), tidb-binlog's "1m"
+
+_NO_PUSH = "no Prometheus push gateway: scrape /metrics on the HTTP port"
+_SINK_MODE = "how transactions are split and ordered is the sink's mode ([syncer.to] consistent)"
+_NO_LOOPBACK = "no loopback control (dual-active mark table): every transaction is replicated"
+_NO_KAFKA = "no Kafka downstream in this drainer (db-type kafka is refused)"
+_V2_FILTER = "tidb-binlog's v2 filter rules are not implemented: use replicate-do-db/-table"
+
+IGNORED = (
+    Ignored("metrics-addr", _NO_PUSH, flags=("--metrics-addr",)),
+    Ignored("metrics-interval", _NO_PUSH, flags=("--metrics-interval",)),
+    Ignored(
+        "log-rotate", "deprecated in tidb-binlog, without effect there too", flags=("--log-rotate",)
+    ),
+    Ignored(
+        "syncer.sync-ddl",
+        "DDL is always replicated (false is refused)",
+        flags=("--sync-ddl",),
+        switch=True,
+        refused=("false",),
+    ),
+    Ignored(
+        "syncer.loopback-control",
+        _NO_LOOPBACK + " (true is refused)",
+        flags=("--loopback-control",),
+        switch=True,
+        refused=("true",),
+    ),
+    Ignored("syncer.channel-id", _NO_LOOPBACK, flags=("--channel-id",)),
+    Ignored(
+        "syncer.sql-mode",
+        "DDL is replayed as TiDB ran it; downstream sessions keep the server's sql_mode",
+    ),
+    Ignored("syncer.enable-dispatch", _SINK_MODE, flags=("--enable-dispatch",), switch=True),
+    Ignored("syncer.disable-dispatch", _SINK_MODE, flags=("--disable-dispatch",), switch=True),
+    Ignored("syncer.enable-detect", _SINK_MODE, flags=("--enable-detect",), switch=True),
+    Ignored("syncer.disable-detect", _SINK_MODE, flags=("--disable-detect",), switch=True),
+    Ignored(
+        "syncer.load-schema-snapshot",
+        "table schemas always come from the DDL history (syncer.ddl-history)",
+        flags=("--load-schema-snapshot",),
+        switch=True,
+    ),
+    Ignored(
+        "syncer.relay",
+        "no relay log: with [syncer.to] consistent each downstream transaction commits with the "
+        "checkpoint, so a crash leaves no half-applied transaction",
+    ),
+    Ignored("syncer.relay.log-dir", "no relay log", flags=("--relay-log-dir",)),
+    Ignored("syncer.relay.max-file-size", "no relay log", flags=("--relay-max-file-size",)),
+    Ignored("syncer.case-sensitive", _V2_FILTER, refuse=True),
+    Ignored("syncer.table-migrate-rule", _V2_FILTER, refuse=True),
+    Ignored("syncer.binlog-filter-rule", _V2_FILTER, refuse=True),
+    Ignored(
+        "syncer.to.checkpoint",
+        "the checkpoint is kept with the sink: in the downstream for mysql/tidb "
+        "(tidb_binlog.checkpoint), in data-dir otherwise",
+    ),
+    Ignored("syncer.to.security", "TLS to the downstream MySQL/TiDB is not supported", refuse=True),
+    Ignored(
+        "syncer.to.params", "session variables for the downstream are not supported", refuse=True
+    ),
+    Ignored(
+        "syncer.to.sync-mode",
+        "rows are written with every column (sync-mode 1; 2 is refused)",
+        refused=("2",),
+    ),
+    Ignored("syncer.to.merge", "an Oracle downstream option; no Oracle downstream here"),
+    *(
+        Ignored(f"syncer.to.{key}", _NO_KAFKA)
+        for key in (
+            "zookeeper-addrs",
+            "kafka-addrs",
+            "kafka-version",
+            "kafka-max-messages",
+            "kafka-max-message-size",
+            "kafka-client-id",
+            "topic-name",
+        )
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +147,16 @@ class ToConfig:
     port: int = setting(3306, "MySQL/TiDB port")
     user: str = setting("root", "MySQL/TiDB user")
     password: str = setting("", "MySQL/TiDB password", secret=True)
+    encrypted_password: str = setting(
+        "",
+        "MySQL/TiDB password encrypted by binlogctl -cmd encrypt (key: $BINLOG_SECRET_KEY or "
+        "tidb-binlog's default); when set, password is ignored",
+        toml="encrypted_password",
+        secret=True,
+    )
+    read_timeout: float = setting(
+        READ_TIMEOUT, "seconds a downstream statement's reply may take", kind=DURATION
+    )
     consistent: bool = setting(
         True,
         "MySQL: each batch of whole upstream transactions commits together with the checkpoint "
@@ -77,6 +175,18 @@ class ToConfig:
     )
     kafka_client_id: str = setting("tidb_binlog", "kafka: client id")
     topic_name: str = setting("", "kafka: topic (default: <cluster-id>_obinlog)")
+
+    def effective_password(self) -> str:
+        """``encrypted_password`` decrypted when set, else ``password`` (DecryptError)."""
+        return decrypt(self.encrypted_password) if self.encrypted_password else self.password
+
+    def validate(self) -> Iterator[tuple[str, str]]:
+        try:
+            self.effective_password()
+        except (DecryptError, ValueError) as e:
+            yield "encrypted_password", f"cannot decrypt: {e}"
+        if self.read_timeout <= 0:
+            yield "read-timeout", "must be positive"
 
 
 @dataclass(frozen=True)
@@ -216,9 +326,16 @@ class SyncerConfig:
         "file:///dir, print://, blackhole://); empty = built from db-type and [syncer.to]",
     )
     db_type: str = setting(
-        "mysql", "downstream kind when sink-uri is empty", kind=choice(*DB_TYPES)
+        "mysql",
+        "downstream kind when sink-uri is empty",
+        kind=choice(*DB_TYPES),
+        flag=("--syncer-db-type", "--dest-db-type"),
     )
-    txn_batch: int = setting(20, "row changes per downstream statement batch (parallel mode)")
+    txn_batch: int = setting(
+        20,
+        "row changes per downstream statement batch (parallel mode)",
+        flag=("--syncer-txn-batch", "--txn-batch"),
+    )
     worker_count: int = setting(
         16, "downstream connections (parallel mode)", flag=("-c", "--worker-count")
     )
@@ -226,13 +343,18 @@ class SyncerConfig:
         0, "row changes per batch handed to the sink; 0 = txn-batch x worker-count x 3"
     )
     safe_mode: bool = setting(
-        False, "INSERT as REPLACE, UPDATE as DELETE + REPLACE (always on for 5 min after a start)"
+        False,
+        "INSERT as REPLACE, UPDATE as DELETE + REPLACE (always on for 5 min after a start)",
+        flag=("--syncer-safe-mode", "--safe-mode"),
     )
     ignore_txn_commit_ts: tuple[int, ...] = setting(
         (), "commit ts of transactions to skip", kind=INT_LIST
     )
     ignore_schemas: tuple[str, ...] = setting(
-        DEFAULT_IGNORE_DBS, "schemas never replicated (names or ~regex)", kind=STR_LIST
+        DEFAULT_IGNORE_DBS,
+        "schemas never replicated (names or ~regex)",
+        kind=STR_LIST,
+        flag=("--syncer-ignore-schemas", "--ignore-schemas"),
     )
     replicate_do_db: tuple[str, ...] = setting(
         (), "replicate only these schemas (and replicate-do-table)", kind=STR_LIST
@@ -258,6 +380,13 @@ class SyncerConfig:
     def effective_batch_rows(self) -> int:
         return self.batch_rows or self.txn_batch * self.worker_count * 3
 
+    def sink_scheme(self) -> str:
+        """The scheme of ``sink_url`` (without decrypting a password)."""
+        if self.sink_uri:
+            return self.sink_uri.split("://", 1)[0].lower()
+        kind = self.db_type
+        return {"tidb": "mysql", "pb": "file"}.get(kind, kind)
+
     def sink_url(self, data_dir: str) -> str:
         """``sink-uri``, or the URL ``db-type`` and ``[syncer.to]`` describe."""
         if self.sink_uri:
@@ -265,11 +394,12 @@ class SyncerConfig:
         to, kind = self.to, self.db_type
         if kind in ("mysql", "tidb"):
             host = to.host if to.host != "127.0.0.1" else os.environ.get("MYSQL_HOST", to.host)
-            auth = quote(to.user, safe="") + (
-                ":" + quote(to.password, safe="") if to.password else ""
-            )
-            consistent = "true" if to.consistent else "false"
-            return f"mysql://{auth}@{host}:{to.port}/?consistent={consistent}"
+            password = to.effective_password()
+            auth = quote(to.user, safe="") + (":" + quote(password, safe="") if password else "")
+            query = "consistent=" + ("true" if to.consistent else "false")
+            if to.read_timeout != READ_TIMEOUT:
+                query += f"&read-timeout={to.read_timeout:g}"
+            return f"mysql://{auth}@{host}:{to.port}/?{query}"
         if kind in ("file", "pb"):
             where = os.path.abspath(to.dir or data_dir)
             return f"file://{where}?retention-time={to.retention_time}"
@@ -292,6 +422,7 @@ class SyncerConfig:
 class DrainerConfig:
     """Everything ``binlog-drainer`` can be told."""
 
+    ignored_keys: ClassVar[tuple[Ignored, ...]] = IGNORED
     listen: ListenSettings = group(
         ListenSettings,
         "the gRPC listen address",
@@ -301,7 +432,7 @@ class DrainerConfig:
     status_addr: str = setting(
         "",
         "HTTP ops API address (status, state, metrics, health); empty = gRPC port + 1",
-        kind=HOST_PORT,
+        kind=OPTIONAL_HOST_PORT,
     )
     data_dir: str = setting("data.drainer", "directory of the savepoint and node id")
     node_id: str = setting("", "node id (default: kept in <data-dir>/.node, else hostname:port)")
@@ -331,8 +462,7 @@ class DrainerConfig:
     security: SecuritySettings = group(SecuritySettings, "TLS for gRPC and HTTP")
 
     def validate(self) -> Iterator[tuple[str, str]]:
-        host, _ = split_host_port(self.listen.advertise)
-        if host in ("0.0.0.0", "::"):
+        if self.listen.wildcard_advertise:
             yield "advertise-addr", "must be an address pumps can reach, not a wildcard"
         if self.compressor:
             yield "compressor", "gzip is not supported by this drainer's pull stream; use ''"
@@ -366,7 +496,7 @@ class DrainerConfig:
             yield "syncer", str(e)
         if syncer.sink_uri and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", syncer.sink_uri):
             yield "syncer.sink-uri", "must be a URL such as mysql://root@127.0.0.1:3306/"
-        scheme = syncer.sink_url(self.data_dir).split("://", 1)[0].lower()
+        scheme = syncer.sink_scheme()
         if syncer.catchup.enabled and scheme not in CATCHUP_SCHEMES:
             yield (
                 "syncer.catchup.enabled",

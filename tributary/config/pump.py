@@ -1,21 +1,24 @@
 """Pump settings: pump.toml's keys, ``PUMP_*`` environment variables and flags.
 
 Precedence: defaults < ``--config`` TOML file < environment < flags. Every
-problem is reported at once by the shared loader (``settings.load``).
+problem is reported at once by the shared loader (``settings.load``). tidb-binlog's stock
+``pump.toml`` and its flags (``-config=``, ``-L``, ``-pd-urls=`` ...) load as they are; its keys
+and flags this pump does not implement are listed in ``IGNORED`` with the reason a warning gives.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import ClassVar
 
-from tributary.net import split_host_port
 from tributary.settings import (
     BYTE_SIZE,
     DAYS_OR_DURATION,
     DURATION,
-    HOST_PORT,
+    OPTIONAL_HOST_PORT,
     URL_LIST,
+    Ignored,
     ListenSettings,
     LogSettings,
     SecuritySettings,
@@ -25,6 +28,32 @@ from tributary.settings import (
 
 GiB = 1 << 30
 MiB = 1 << 20
+
+_NO_PUSH = "no Prometheus push gateway: scrape /metrics on the HTTP port"
+_DEPRECATED = "deprecated in tidb-binlog, without effect there too"
+
+IGNORED = (
+    Ignored(
+        "socket",
+        "no unix-socket listener: writers reach the pump over TCP at addr",
+        flags=("--socket",),
+    ),
+    Ignored(
+        "storage.kv", "tuning of goleveldb, which this pump does not use (its index is SQLite)"
+    ),
+    Ignored("metrics-addr", _NO_PUSH, flags=("--metrics-addr",)),
+    Ignored("metrics-interval", _NO_PUSH, flags=("--metrics-interval",)),
+    Ignored(
+        "enable-debug",
+        "debug logging is log-level = debug (-L debug)",
+        flags=("--enable-debug",),
+        switch=True,
+    ),
+    Ignored("binlog-file-size", _DEPRECATED, flags=("--binlog-file-size",)),
+    Ignored("enable-binlog-slice", _DEPRECATED, flags=("--enable-binlog-slice",), switch=True),
+    Ignored("binlog-slice-size", _DEPRECATED, flags=("--binlog-slice-size",)),
+    Ignored("log-rotate", _DEPRECATED, flags=("--log-rotate",)),
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +84,7 @@ class StorageConfig:
 class PumpConfig:
     """Everything ``binlog-pump`` can be told."""
 
+    ignored_keys: ClassVar[tuple[Ignored, ...]] = IGNORED
     listen: ListenSettings = group(
         ListenSettings,
         "the gRPC listen address",
@@ -64,7 +94,7 @@ class PumpConfig:
     status_addr: str = setting(
         "",
         "HTTP ops API address (status, state, metrics, health); empty = gRPC port + 1",
-        kind=HOST_PORT,
+        kind=OPTIONAL_HOST_PORT,
     )
     data_dir: str = setting("data.pump", "directory of the value log, index and node id")
     node_id: str = setting("", "node id (default: kept in <data-dir>/.node, else hostname:port)")
@@ -100,8 +130,7 @@ class PumpConfig:
     security: SecuritySettings = group(SecuritySettings, "TLS for gRPC and HTTP")
 
     def validate(self) -> Iterator[tuple[str, str]]:
-        host, _ = split_host_port(self.listen.advertise)
-        if host in ("0.0.0.0", "::"):
+        if self.listen.wildcard_advertise:
             yield "advertise-addr", "must be an address other nodes can reach, not a wildcard"
         if self.heartbeat_interval <= 0:
             yield "heartbeat-interval", "must be positive"

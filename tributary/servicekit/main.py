@@ -17,8 +17,9 @@ from typing import Any, Protocol, TypeVar
 
 import uvloop
 
-from tributary.settings import LogSettings, SettingsError, dump, load
+from tributary.settings import IgnoredSetting, LogSettings, SettingsError, dump, load
 from tributary.telemetry import configure_logging_from
+from tributary.version import version_text
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +57,29 @@ def run_service(
     serve: Callable[[C, asyncio.Event], Awaitable[Any]],
     argv: Sequence[str] | None = None,
 ) -> int:
-    """Load settings, configure logging and run ``serve(cfg, stop)`` under uvloop."""
+    """Load settings, configure logging and run ``serve(cfg, stop)`` under uvloop.
+
+    ``-V``/``--version`` prints the version and exits 0; keys and flags the settings ignore are
+    logged as one warning each once logging is configured.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    ignored: list[IgnoredSetting] = []
     try:
         cfg = load(
-            settings_cls, sys.argv[1:] if argv is None else argv, os.environ, env_prefix, prog=prog
+            settings_cls,
+            args,
+            os.environ,
+            env_prefix,
+            prog=prog,
+            version=version_text(),
+            ignored=ignored,
         )
     except SettingsError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return 2
     configure_logging_from(cfg.log)
+    for notice in ignored:
+        log.warning("%s", notice)
     log.info("%s effective configuration:\n%s", prog, dump(cfg))
     try:
         uvloop.run(_serve_with_signals(serve, cfg))

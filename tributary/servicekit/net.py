@@ -1,14 +1,23 @@
-"""Listening sockets for gRPC servers, and where a node's HTTP ops API lives.
+"""Listening sockets for gRPC servers, the address a node advertises, and where a node's HTTP
+ops API lives.
 
-Invariant: the status address defaults to the gRPC port + 1, the rule
-``binlogctl`` relies on to find a node's HTTP API from its registry record.
+Invariants: the status address defaults to the gRPC port + 1, the rule ``binlogctl`` relies on
+to find a node's HTTP API from its registry record; an advertised address is never a wildcard:
+without ``advertise-addr`` it is the listen host, or, when that is a wildcard, the machine's
+first non-loopback IPv4 address (tidb-binlog's ``DefaultIP``, 127.0.0.1 when there is none).
 """
 
 from __future__ import annotations
 
+import fcntl
+import ipaddress
 import socket
+import struct
 
 from tributary.net import split_host_port
+
+WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
+_SIOCGIFADDR = 0x8915  # Linux: an interface's (primary) IPv4 address
 
 
 def bind(addr: str) -> socket.socket:
@@ -29,3 +38,45 @@ def status_addr(grpc_addr: str, configured: str) -> tuple[str, int]:
         return split_host_port(configured)
     host, port = split_host_port(grpc_addr)
     return host, (port + 1 if port else 0)
+
+
+def advertise_for(addr: str, configured: str, port: int) -> str:
+    """``configured`` if set, else the host of ``addr`` (or ``default_ip()`` for a wildcard)
+    with the bound ``port``."""
+    if configured:
+        return configured
+    host, _ = split_host_port(addr)
+    if host in WILDCARDS:
+        host = default_ip()
+    return f"{host}:{port}"
+
+
+def default_ip() -> str:
+    """The first non-loopback IPv4 address of this machine's interfaces, in interface order;
+    else one its host name resolves to; else ``127.0.0.1``."""
+    for _, name in socket.if_nameindex():
+        ip = _interface_ipv4(name)
+        if ip is not None and _usable(ip):
+            return ip
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
+    except OSError:
+        infos = []
+    for *_, sockaddr in infos:
+        if _usable(str(sockaddr[0])):
+            return str(sockaddr[0])
+    return "127.0.0.1"
+
+
+def _interface_ipv4(name: str) -> str | None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            packed = fcntl.ioctl(s.fileno(), _SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+        except OSError:  # no IPv4 address on it (or not Linux)
+            return None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def _usable(ip: str) -> bool:
+    address = ipaddress.ip_address(ip)
+    return not (address.is_loopback or address.is_unspecified)

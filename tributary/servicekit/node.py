@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tributary.errors import TributaryError
-from tributary.net import join_host_port, split_host_port
-from tributary.servicekit.net import bind
+from tributary.servicekit.net import advertise_for, bind
 
 
 class DataDirBusy(TributaryError):
@@ -85,12 +84,12 @@ async def claim_node(
     data_dir: Path, addr: str, advertise_addr: str, configured_id: str
 ) -> AsyncIterator[ClaimedNode]:
     """Bind ``addr`` (to learn the real port), lock ``data_dir`` and resolve the
-    node id; the socket closes and the lock is released on exit."""
+    node id and the advertised address (``advertise_for``: an empty ``advertise_addr`` is
+    derived); the socket closes and the lock is released on exit."""
     await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
     sock = bind(addr)
     grpc_port = sock.getsockname()[1]
-    host, _ = split_host_port(addr)
-    advertise = advertise_addr or join_host_port(host, grpc_port)
+    advertise = advertise_for(addr, advertise_addr, grpc_port)
     with sock, DirLock(data_dir):
         node_id = resolve_node_id(data_dir, configured_id, grpc_port)
         yield ClaimedNode(node_id, sock, grpc_port, advertise)

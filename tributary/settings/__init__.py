@@ -9,13 +9,17 @@ problems; they are reported together with parse problems in one ``SettingsError`
 The helpers only fill ``dataclasses.field`` metadata; the plain form works too:
 ``storage: StorageSettings = field(default_factory=StorageSettings, metadata={"help": "..."})``,
 ``gc: float = field(default=604800.0, metadata={"help": "...", "kind": DAYS_OR_DURATION})``
-(metadata keys: help, toml, env, flag, kind, secret). Ruff's RUF009 does not know ``group()``;
+(metadata keys: help, toml, env, flag, kind, secret). Keys of another system the schema follows
+(tidb-binlog) that it knows but does not implement go in a class attribute
+``ignored_keys: ClassVar[tuple[Ignored, ...]]``: given, they are warnings, not errors. Flags
+take Go's single dash too (``-data-dir=x``). Ruff's RUF009 does not know ``group()``;
 list it in ``lint.flake8-bugbear.extend-immutable-calls`` or use the plain form.
 """
 
 from tributary.settings.dump import dump
 from tributary.settings.errors import Problem, SettingsError
-from tributary.settings.flags import build_parser
+from tributary.settings.flags import build_parser, go_style
+from tributary.settings.ignored import Ignored, IgnoredSetting
 from tributary.settings.kinds import (
     BOOL,
     BYTE_SIZE,
@@ -25,6 +29,7 @@ from tributary.settings.kinds import (
     HOST_PORT,
     INT,
     INT_LIST,
+    OPTIONAL_HOST_PORT,
     STR,
     STR_LIST,
     URL_LIST,
@@ -46,9 +51,12 @@ __all__ = [
     "HOST_PORT",
     "INT",
     "INT_LIST",
+    "OPTIONAL_HOST_PORT",
     "STR",
     "STR_LIST",
     "URL_LIST",
+    "Ignored",
+    "IgnoredSetting",
     "Kind",
     "ListenSettings",
     "LogSettings",
@@ -58,6 +66,7 @@ __all__ = [
     "build_parser",
     "choice",
     "dump",
+    "go_style",
     "group",
     "load",
     "setting",

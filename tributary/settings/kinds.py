@@ -55,6 +55,8 @@ URL_LIST = Kind("URLS", parsers.parse_url_list, list)
 """``tuple[str, ...]`` of http(s) URLs from a TOML array or ``"http://a:2379,http://b:2379"``."""
 HOST_PORT = Kind("HOST:PORT", parsers.parse_host_port)
 """A ``host:port`` string, validated (see ``tributary.net.split_host_port``)."""
+OPTIONAL_HOST_PORT = Kind("[HOST:PORT]", parsers.parse_optional_host_port)
+"""``""`` (unset, as tidb-binlog's empty ``advertise-addr = ""``) or a ``host:port`` string."""
 
 
 def choice(*values: str) -> Kind:

@@ -8,16 +8,20 @@ and every ``validate()`` hook passed, or raises one ``SettingsError`` listing ev
 
 from __future__ import annotations
 
+import logging
 import tomllib
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from tributary.settings.errors import Problem, SettingsError
 from tributary.settings.flags import parse_flags
+from tributary.settings.ignored import IgnoredSetting, ignored_keys
 from tributary.settings.model import GroupSpec, spec_tree
 from tributary.settings.values import Collected, apply_table, apply_value, build, check
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 def load(
@@ -27,18 +31,24 @@ def load(
     env_prefix: str,
     *,
     prog: str | None = None,
+    version: str | None = None,
+    ignored: list[IgnoredSetting] | None = None,
 ) -> T:
     """Effective settings of type ``cls``.
 
     ``argv`` excludes the program name (``sys.argv[1:]``); ``env`` is usually ``os.environ``;
-    ``env_prefix`` such as ``"PUMP"`` gives ``PUMP_DATA_DIR``. ``--help`` prints and exits.
-    Environment variables with the prefix that match no setting are ignored (Kubernetes adds
-    ``<SERVICE>_PORT``-style variables of its own).
+    ``env_prefix`` such as ``"PUMP"`` gives ``PUMP_DATA_DIR``. ``--help`` (and ``-V`` /
+    ``--version``, printing ``version``, when given) prints and exits. Environment variables
+    with the prefix that match no setting are ignored (Kubernetes adds ``<SERVICE>_PORT``-style
+    variables of its own). Keys and flags of the class's ``ignored_keys`` that were given are
+    appended to ``ignored`` (one per entry), or logged as warnings when it is None: a CLI
+    passes a list and logs it once logging is configured.
     """
     root = spec_tree(cls)
-    out = Collected()
-    config, flag_values, flag_problems = parse_flags(cls, argv, prog=prog, env_prefix=env_prefix)
-    out.problems += flag_problems
+    out = Collected(known=ignored_keys(cls))
+    flags = parse_flags(cls, argv, prog=prog, env_prefix=env_prefix, version=version)
+    config, flag_values = flags.config, flags.values
+    out.problems += flags.problems
     config_var = _env_name(env_prefix, "CONFIG")
     if config is None and env.get(config_var):
         config = env[config_var]
@@ -54,6 +64,12 @@ def load(
     out.problems += check(root, settings, out.origins)
     if out.problems:
         raise SettingsError(out.problems)
+    seen = {n.key for n in out.ignored}
+    found = out.ignored + [n for n in flags.ignored if n.key not in seen]
+    if ignored is not None:
+        ignored += found
+    for notice in found if ignored is None else ():
+        log.warning("%s", notice)
     return settings
 
 

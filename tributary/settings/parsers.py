@@ -208,6 +208,12 @@ def parse_host_port(value: object) -> str:
     return text
 
 
+def parse_optional_host_port(value: object) -> str:
+    """``""`` (unset: the setting's documented fallback applies) or a ``host:port`` string."""
+    text = parse_str(value)
+    return text if text == "" else parse_host_port(text)
+
+
 def _is_number(text: str) -> bool:
     try:
         return math.isfinite(float(text))

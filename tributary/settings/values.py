@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tributary.settings.errors import Problem
+from tributary.settings.ignored import Ignored, IgnoredSetting, given_keys, match
 from tributary.settings.model import FieldSpec, GroupSpec, value_at
 
 Path = tuple[str, ...]
@@ -25,10 +26,23 @@ class Collected:
     values: dict[Path, object] = field(default_factory=dict)
     origins: dict[Path, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    known: tuple[Ignored, ...] = ()  # the schema's ignored keys
+    ignored: list[IgnoredSetting] = field(default_factory=list)  # one per entry given
+
+    def ignore(self, entry: Ignored, key: str, raw: object, origin: str) -> None:
+        """Record ``key`` (a key or table of ``entry``) given as ``raw`` by ``origin``."""
+        inner = given_keys(raw) if isinstance(raw, Mapping) else []
+        if isinstance(raw, Mapping) and not inner:
+            return  # an empty table sets nothing
+        if entry.refuses(raw):
+            self.problems.append(Problem(key, origin, f"not supported: {entry.reason}"))
+        elif all(n.key != entry.key for n in self.ignored):
+            self.ignored.append(IgnoredSetting(entry.key, origin, entry.reason, tuple(inner)))
 
 
 def apply_table(group: GroupSpec, table: Mapping[str, object], origin: str, out: Collected) -> None:
-    """Apply one TOML table; unknown keys are problems (strict, like tidb-binlog)."""
+    """Apply one TOML table; unknown keys are problems (strict, like tidb-binlog), keys the
+    schema lists as ignored are recorded in ``out.ignored``."""
     leaves = {leaf.toml[-1]: leaf for leaf in group.fields}
     subs = {sub.toml[-1]: sub for sub in group.groups}
     for key, raw in table.items():
@@ -40,6 +54,8 @@ def apply_table(group: GroupSpec, table: Mapping[str, object], origin: str, out:
                 out.problems.append(Problem(full, origin, f"expected a table [{full}]"))
         elif key in leaves:
             apply_value(leaves[key], raw, origin, out)
+        elif (entry := match(out.known, full)) is not None:
+            out.ignore(entry, full, raw, origin)
         else:
             hint = difflib.get_close_matches(key, [*leaves, *subs], n=1)
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""

@@ -25,6 +25,7 @@ from tributary.ddlhistory import KvDdlHistory
 from tributary.pumpclient import PumpsClient
 from tributary.telemetry.logs import configure_logging
 from tributary.tso.client import TsoClient
+from tributary.version import add_version_flag
 from tributary.workload.mixed import MixedOptions
 from tributary.workload.runner import KINDS, make_workload, run_workload
 from tributary.workload.stats import WorkloadStats
@@ -66,6 +67,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     p.add_argument("--accounts", type=int, default=1000, help="bank accounts (default 1000)")
     p.add_argument("--ddl-ratio", type=float, default=0.02, help="mixed: share of DDL steps")
     p.add_argument("--log-level", default="info")
+    add_version_flag(p)
     ns = p.parse_args(argv)
     urls = tuple(u.strip() for u in ns.pd_urls.split(",") if u.strip())
     if not urls:
