@@ -54,6 +54,8 @@ def test_template_renders_every_part(kube: KubeApiServer) -> None:
         ("ClusterRoleBinding", "rel-operator"),
         ("ClusterRoleBinding", "rel-operator-discovery"),
         ("CustomResourceDefinition", "binlogclusters.binlog.io"),
+        ("CustomResourceDefinition", "drainers.binlog.io"),
+        ("CustomResourceDefinition", "pumps.binlog.io"),
         ("Deployment", "rel-operator"),
         ("Role", "rel-spark"),
         ("RoleBinding", "rel-spark"),
@@ -177,3 +179,7 @@ def test_the_chart_installed_its_objects(binlog_chart: InstalledChart) -> None:
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     crd = kube.get("crd", "binlogclusters.binlog.io")
     assert crd["spec"]["names"]["shortNames"] == ["bc"]
+    for plural, short in (("pumps", "bp"), ("drainers", "bd")):
+        crd = kube.get("crd", f"{plural}.binlog.io")
+        assert crd["spec"]["names"]["shortNames"] == [short]
+        assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
