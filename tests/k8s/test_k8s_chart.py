@@ -126,6 +126,19 @@ ALLOWED = [
     ("delete", "persistentvolumeclaims"),
     ("get", "secrets"),  # spec.tls.secretName: HTTPS to pumps and drainers
     ("create", "events"),
+    # Pump and Drainer resources: watched, applied and deleted, their status written; a
+    # Drainer owns its drainer's objects
+    ("watch", "pumps.binlog.io"),
+    ("create", "pumps.binlog.io"),
+    ("patch", "pumps.binlog.io"),
+    ("delete", "pumps.binlog.io"),
+    ("patch", "pumps.binlog.io/status"),
+    ("watch", "drainers.binlog.io"),
+    ("create", "drainers.binlog.io"),
+    ("patch", "drainers.binlog.io"),
+    ("delete", "drainers.binlog.io"),
+    ("patch", "drainers.binlog.io/status"),
+    ("update", "drainers.binlog.io/finalizers"),
     ("list", "customresourcedefinitions.apiextensions.k8s.io"),
     ("watch", "namespaces"),
 ]
@@ -147,6 +160,11 @@ DENIED = [
     ("create", "pods/exec"),
     ("update", "binlogclusters.binlog.io/status"),
     ("update", "statefulsets.apps/scale"),
+    ("update", "pumps.binlog.io"),
+    ("update", "pumps.binlog.io/status"),
+    ("update", "pumps.binlog.io/finalizers"),
+    ("update", "drainers.binlog.io/status"),
+    ("deletecollection", "drainers.binlog.io"),
 ]
 
 
