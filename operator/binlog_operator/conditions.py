@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from binlog_operator import KIND
 from binlog_operator.kube import KubeClient, KubeError
 from binlog_operator.status import Condition, set_condition
 
@@ -65,13 +66,14 @@ class StatusStore(Protocol):
 
 
 class KubeStatusStore:
-    """``StatusStore`` on the BinlogCluster status subresource."""
+    """``StatusStore`` on the status subresource of one kind (BinlogCluster, Pump, Drainer)."""
 
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(self, kube: KubeClient, kind: str = KIND) -> None:
         self._kube = kube
+        self._kind = kind
 
     async def read(self, namespace: str, name: str) -> tuple[list[Condition], str] | None:
-        found = await self._kube.get_status(namespace, name)
+        found = await self._kube.get_status(namespace, name, self._kind)
         if found is None:
             return None
         conditions = [dict(c) for c in (found.get("status") or {}).get("conditions") or []]
@@ -82,7 +84,7 @@ class KubeStatusStore:
     ) -> None:
         try:
             await self._kube.patch_status(
-                namespace, name, resource_version, {"conditions": conditions}
+                namespace, name, resource_version, {"conditions": conditions}, self._kind
             )
         except KubeError as e:
             if e.conflict:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 from binlog_operator.spec import ClusterSpec, DrainerSpec, SpecError
@@ -163,16 +164,32 @@ def _render(doc: Mapping[str, Any], path: tuple[str, ...], lines: list[str]) -> 
 
 def check_all(spec: ClusterSpec, cluster: str, namespace: str) -> None:
     """Render and load every config of ``spec``; one SpecError with every problem."""
+    checks: list[Callable[[str], object]] = [lambda tls: check_pump(pump_toml(spec, tls))]
+    for d in spec.drainers:
+        checks.append(partial(_check_drainer, spec, d, cluster, namespace))
+    _check_with_tls(checks)
+
+
+def _check_drainer(
+    spec: ClusterSpec, d: DrainerSpec, cluster: str, namespace: str, tls: str
+) -> None:
+    check_drainer(drainer_toml(spec, d, cluster, namespace, tls), d.name)
+
+
+def check_one_drainer(spec: ClusterSpec, d: DrainerSpec, cluster: str, namespace: str) -> None:
+    """Render and load one drainer's config (the cluster's own already checked)."""
+    _check_with_tls([partial(_check_drainer, spec, d, cluster, namespace)])
+
+
+def _check_with_tls(checks: list[Callable[[str], object]]) -> None:
+    """Run each check with a directory of stand-in TLS files; one SpecError with every problem."""
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="binlog-operator-check-") as tls:
         for file in ("ca.crt", "tls.crt", "tls.key"):
             open(os.path.join(tls, file), "w").close()
-        for check in [lambda: check_pump(pump_toml(spec, tls))] + [
-            (lambda d=d: check_drainer(drainer_toml(spec, d, cluster, namespace, tls), d.name))
-            for d in spec.drainers
-        ]:
+        for check in checks:
             try:
-                check()
+                check(tls)
             except SpecError as e:
                 problems += e.problems
     if problems:

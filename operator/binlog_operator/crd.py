@@ -1,15 +1,17 @@
-"""The BinlogCluster CustomResourceDefinition (pure; ``python -m binlog_operator.crd`` prints it).
+"""The BinlogCluster CustomResourceDefinition and how the operator's CRDs are rendered (pure).
 
-The chart's ``crds/binlogclusters.yaml`` is this output, checked in; a unit test fails when they
-differ. Invariant: the scale subresource's spec path is the pump replica count and its status
-path is the pump StatefulSet's replica count the operator last applied, so ``kubectl scale`` and
-HPA-style tools see pumps.
+``python -m binlog_operator.crd --write helm/binlog-operator/crds`` writes the chart's copies
+(``binlogclusters.yaml`` from here, ``pumps.yaml`` and ``drainers.yaml`` from ``nodecrd``),
+checked in; a unit test fails when they differ. Invariant: the scale subresource's spec path is
+the pump replica count and its status path is the pump StatefulSet's replica count the operator
+last applied, so ``kubectl scale`` and HPA-style tools see pumps.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from binlog_operator import GROUP, KIND, PLURAL, VERSION
@@ -54,6 +56,18 @@ _CATCHUP = _obj(
     description="Spark catch-up of a backlog ([syncer.catchup] enabled)",
 )
 
+DRAINER_ITEM = _obj(
+    {
+        "name": {**_STR, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 30},
+        "sinkURI": {**_STR, "description": "mysql://, sqlite://, file://, kafka://..."},
+        "storage": _STORAGE,
+        "resources": _FREE,
+        "config": {**_FREE, "description": "extra drainer.toml keys"},
+        "catchup": _CATCHUP,
+    },
+    ["name", "sinkURI"],
+)
+
 SPEC = _obj(
     {
         "image": {**_STR, "description": "image all components run (default: the operator's)"},
@@ -70,20 +84,7 @@ SPEC = _obj(
                 "config": {**_FREE, "description": "extra pump.toml keys"},
             }
         ),
-        "drainers": {
-            "type": "array",
-            "items": _obj(
-                {
-                    "name": {**_STR, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 30},
-                    "sinkURI": {**_STR, "description": "mysql://, sqlite://, file://, kafka://..."},
-                    "storage": _STORAGE,
-                    "resources": _FREE,
-                    "config": {**_FREE, "description": "extra drainer.toml keys"},
-                    "catchup": _CATCHUP,
-                },
-                ["name", "sinkURI"],
-            ),
-        },
+        "drainers": {"type": "array", "items": DRAINER_ITEM},
         "captures": _obj(
             {
                 "replicas": {"type": "integer", "minimum": 0, "default": 0},
@@ -130,6 +131,11 @@ STATUS = _obj(
         "pumpReplicas": {"type": "integer"},
         "pumpSelector": _STR,
         "drainerCount": {"type": "integer"},
+        "pumpsOnline": {**_STR, "description": "pumps online / pump pods, e.g. 3/3"},
+        "drainersOnline": {
+            **_STR,
+            "description": "drainers online / Drainer resources of the cluster, e.g. 1/2",
+        },
         "pumps": {"type": "array", "items": _NODE},
         "drainers": {"type": "array", "items": _NODE},
         "changefeeds": {"type": "array", "items": _FEED},
@@ -138,21 +144,29 @@ STATUS = _obj(
 )
 
 
-def crd() -> dict[str, Any]:
-    ready = '.status.conditions[?(@.type=="Ready")].status'
+def definition(
+    kind: str,
+    plural: str,
+    short_names: list[str],
+    spec: Schema,
+    status: Schema,
+    subresources: dict[str, Any],
+    columns: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A namespaced CRD of group ``binlog.io`` with one served and stored version."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "metadata": {"name": f"{plural}.{GROUP}"},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": KIND.lower(),
-                "shortNames": ["bc"],
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short_names,
                 "categories": ["all", "binlog"],
             },
             "versions": [
@@ -160,40 +174,63 @@ def crd() -> dict[str, Any]:
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "schema": {"openAPIV3Schema": _obj({"spec": SPEC, "status": STATUS})},
-                    "subresources": {
-                        "status": {},
-                        "scale": {
-                            "specReplicasPath": ".spec.pumps.replicas",
-                            "statusReplicasPath": ".status.pumpReplicas",
-                            "labelSelectorPath": ".status.pumpSelector",
-                        },
-                    },
-                    "additionalPrinterColumns": [
-                        {"name": "Pumps", "type": "integer", "jsonPath": ".spec.pumps.replicas"},
-                        {"name": "Current", "type": "integer", "jsonPath": ".status.pumpReplicas"},
-                        {
-                            "name": "Drainers",
-                            "type": "integer",
-                            "jsonPath": ".status.drainerCount",
-                            "priority": 1,
-                        },
-                        {"name": "Ready", "type": "string", "jsonPath": ready},
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
+                    "schema": {"openAPIV3Schema": _obj({"spec": spec, "status": status})},
+                    "subresources": subresources,
+                    "additionalPrinterColumns": columns,
                 }
             ],
         },
     }
 
 
-def main() -> None:
-    """Print the CRD as one YAML document (key order as built, for stable diffs)."""
+def crd() -> dict[str, Any]:
+    ready = '.status.conditions[?(@.type=="Ready")].status'
+    scale = {
+        "specReplicasPath": ".spec.pumps.replicas",
+        "statusReplicasPath": ".status.pumpReplicas",
+        "labelSelectorPath": ".status.pumpSelector",
+    }
+    columns = [
+        {"name": "Pumps", "type": "integer", "jsonPath": ".spec.pumps.replicas"},
+        {"name": "Current", "type": "integer", "jsonPath": ".status.pumpReplicas"},
+        {"name": "Online", "type": "string", "jsonPath": ".status.pumpsOnline"},
+        {"name": "Drainers", "type": "string", "jsonPath": ".status.drainersOnline"},
+        {"name": "Ready", "type": "string", "jsonPath": ready},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    return definition(KIND, PLURAL, ["bc"], SPEC, STATUS, {"status": {}, "scale": scale}, columns)
+
+
+def all_crds() -> list[dict[str, Any]]:
+    """BinlogCluster, Pump and Drainer, in that order."""
+    from binlog_operator.nodecrd import drainer_crd, pump_crd
+
+    return [crd(), pump_crd(), drainer_crd()]
+
+
+def render(definition: dict[str, Any]) -> str:
+    """One CRD as a YAML document (key order as built, for stable diffs)."""
     import yaml
 
-    sys.stdout.write("# Generated by `python -m binlog_operator.crd`; do not edit.\n")
-    plain = json.loads(json.dumps(crd()))  # no shared sub-dicts, so no YAML anchors
-    sys.stdout.write(yaml.safe_dump(plain, sort_keys=False))
+    plain = json.loads(json.dumps(definition))  # no shared sub-dicts, so no YAML anchors
+    header = "# Generated by `python -m binlog_operator.crd --write <chart>/crds`; do not edit.\n"
+    body: str = yaml.safe_dump(plain, sort_keys=False)
+    return header + body
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``--write DIR``: write every CRD to ``DIR/<plural>.yaml`` (the chart's ``crds/``);
+    otherwise print the one named (``binlogclusters``, ``pumps`` or ``drainers``; default
+    ``binlogclusters``)."""
+    args = sys.argv[1:] if argv is None else argv
+    crds = {c["spec"]["names"]["plural"]: c for c in all_crds()}
+    if args[:1] == ["--write"] and len(args) == 2:
+        for plural, c in crds.items():
+            Path(args[1], f"{plural}.yaml").write_text(render(c))
+        return
+    if len(args) > 1 or (args and args[0] not in crds):
+        sys.exit(f"usage: python -m binlog_operator.crd [--write DIR | {' | '.join(crds)}]")
+    sys.stdout.write(render(crds[args[0] if args else PLURAL]))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ overwrite each other's condition with a stale copy.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,17 +24,19 @@ from typing import Any
 import aiohttp
 import kopf
 
-from binlog_operator import GROUP, PLURAL, VERSION
+from binlog_operator import DRAINER_KIND, GROUP, PLURAL, PUMP_KIND, VERSION
 from binlog_operator.conditions import Change, ConditionWriter, KubeStatusStore
 from binlog_operator.configs import drainer_name
 from binlog_operator.kube import Credentials, KubeClient, KubeError, ca_pem
 from binlog_operator.manifests import pump_pod, pump_selector
+from binlog_operator.noderes import DrainerProblem, sync_statuses
+from binlog_operator.nodes import drainer_of
 from binlog_operator.options import Options, from_env
 from binlog_operator.pumps import HttpCloser, Target, addresses_from_env
 from binlog_operator.reconcile import Reconciler
 from binlog_operator.scaledown import PumpCloser, ScaleDownError
 from binlog_operator.spec import SpecError
-from binlog_operator.status import node_entries, readiness
+from binlog_operator.status import node_entries, online, readiness
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv, KvError
 
@@ -49,7 +52,12 @@ class Context:
     def __init__(self, creds: Credentials, options: Options) -> None:
         self.kube = KubeClient(creds)
         self.http = aiohttp.ClientSession()
+        self.options = options
         self.conditions = ConditionWriter(KubeStatusStore(self.kube))
+        self.node_conditions = {
+            kind: ConditionWriter(KubeStatusStore(self.kube, kind))
+            for kind in (PUMP_KIND, DRAINER_KIND)
+        }
         addresses = addresses_from_env()
 
         def closer_for(target: Target) -> PumpCloser:
@@ -74,6 +82,22 @@ class Context:
             await self.conditions.set(namespace, name, *changes)
         except KubeError as e:
             log.warning("%s/%s: conditions not written: %s", namespace, name, e)
+
+    async def report_node(
+        self, kind: str, namespace: str, name: str, problem: DrainerProblem | None
+    ) -> None:
+        """A Pump's or Drainer's ``Degraded`` condition and ``lastError`` (cleared when None);
+        a failure to write them is logged, not raised."""
+        if problem is None:
+            change = Change("Degraded", False, "Reconciled")
+        else:
+            change = Change("Degraded", True, problem.reason, problem.message[:1000])
+        try:
+            await self.node_conditions[kind].set(namespace, name, change)
+            error = None if problem is None else problem.message[:1000]
+            await self.kube.patch_status(namespace, name, None, {"lastError": error}, kind)
+        except KubeError as e:
+            log.warning("%s %s/%s: status not written: %s", kind, namespace, name, e)
 
     async def close(self) -> None:
         await self.kube.close()
@@ -149,7 +173,9 @@ async def reconcile(
         raise kopf.TemporaryError(str(e), delay=OPTIONS.retry_delay) from e
     patch.status["pumpReplicas"] = outcome.pump_replicas
     patch.status["pumpSelector"] = pump_selector(name)
-    patch.status["drainerCount"] = len(outcome.spec.drainers)
+    patch.status["drainerCount"] = outcome.drainer_count
+    for drainer, problem in outcome.drainers.items():
+        await ctx.report_node(DRAINER_KIND, namespace, drainer, problem)
     patch.status["observedGeneration"] = meta.get("generation")
     wanted = outcome.spec.pumps.replicas
     for drainer in outcome.removed_drainers:
@@ -190,7 +216,7 @@ async def reconcile(
         body,
         reason="Reconciled",
         message=f"{wanted} pumps, "
-        f"{len(outcome.spec.drainers)} drainers, {outcome.spec.captures.replicas} captures",
+        f"{outcome.drainer_count} drainers, {outcome.spec.captures.replicas} captures",
     )
 
 
@@ -211,6 +237,7 @@ async def teardown(
         kopf.warn(body, reason="TeardownBlocked", message=f"pumps not offline yet: {e}")
         raise kopf.TemporaryError(str(e), delay=OPTIONS.retry_delay) from e
     await _close_drainers(ctx, body, name, namespace, meta["uid"])
+    await ctx.reconciler.nodes.delete_owned(name, namespace, meta["uid"])
     ctx.conditions.forget(namespace, name)
 
 
@@ -236,12 +263,20 @@ async def _close_drainers(
 
 @kopf.timer(*RESOURCE, interval=OPTIONS.status_interval, initial_delay=1.0)
 async def refresh_status(
-    body: kopf.Body, name: str, namespace: str | None, patch: kopf.Patch, memo: kopf.Memo, **_: Any
+    body: kopf.Body,
+    name: str,
+    namespace: str | None,
+    meta: kopf.Meta,
+    patch: kopf.Patch,
+    memo: kopf.Memo,
+    **_: Any,
 ) -> None:
     ctx: Context = memo.ctx
     assert namespace is not None
+    if "deletionTimestamp" in meta:
+        return
     try:
-        spec = ctx.reconciler.parse(dict(body["spec"]))
+        spec, entries = ctx.reconciler.parse_with_entries(dict(body["spec"]))
     except SpecError:
         return  # reconcile reports it
     try:
@@ -252,11 +287,21 @@ async def refresh_status(
         )
         return
     pods = [pump_pod(name, i) for i in range(seen.pump_replicas)]
-    drainers = [drainer_name(name, d.name) for d in spec.drainers]
+    drainers = [drainer_name(name, drainer_of(b)[1]) for b in seen.drainer_resources]
     ready, why = readiness(pods, seen.pumps, drainers, seen.drainers)
     patch.status["pumps"] = node_entries(seen.pumps)
     patch.status["drainers"] = node_entries(seen.drainers)
     patch.status["changefeeds"] = seen.changefeeds
+    patch.status["pumpsOnline"] = f"{online(seen.pumps, pods)}/{len(pods)}"
+    patch.status["drainersOnline"] = f"{online(seen.drainers)}/{len(drainers)}"
+    try:
+        await sync_statuses(ctx.kube, name, seen, int(time.time() * 1000))
+        await ctx.reconciler.nodes.restore(name, namespace, meta["uid"], seen, entries)
+    except KubeError as e:
+        log.warning("%s/%s: pump/drainer resources not updated: %s", namespace, name, e)
     await ctx.report(
         namespace, name, Change("Ready", ready, "AllOnline" if ready else "NotAllOnline", why)
     )
+
+
+from binlog_operator import nodehandlers  # noqa: E402,F401  (registers the Pump/Drainer handlers)

@@ -3,10 +3,10 @@
 kopf watches and patches BinlogClusters itself; this client does the rest: server-side apply of
 the children (one field manager, forced, so the operator's intent always wins over stale
 managers), reads, label-selected lists and deletes of them, and the read-modify-write of a
-BinlogCluster's status subresource (``get_status``/``patch_status`` with a resourceVersion
-precondition; a lost race is ``KubeError.conflict``). Invariant: every failure surfaces as
-``KubeError`` whose ``retriable`` comes from the HTTP status (429, 5xx, connection trouble),
-never from message text.
+status subresource of a BinlogCluster, Pump or Drainer (``get_status``/``patch_status`` with a
+resourceVersion precondition; a lost race is ``KubeError.conflict``). Invariant: every failure
+surfaces as ``KubeError`` whose ``retriable`` comes from the HTTP status (429, 5xx, connection
+trouble), never from message text.
 """
 
 from __future__ import annotations
@@ -22,7 +22,17 @@ from urllib.parse import quote
 
 import aiohttp
 
-from binlog_operator import GROUP, KIND, MANAGER, PLURAL, VERSION
+from binlog_operator import (
+    DRAINER_KIND,
+    DRAINER_PLURAL,
+    GROUP,
+    KIND,
+    MANAGER,
+    PLURAL,
+    PUMP_KIND,
+    PUMP_PLURAL,
+    VERSION,
+)
 from tributary.errors import TributaryError
 
 log = logging.getLogger(__name__)
@@ -34,7 +44,10 @@ _PLURALS = {
     ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
     ("apps/v1", "StatefulSet"): "statefulsets",
     (f"{GROUP}/{VERSION}", KIND): PLURAL,
+    (f"{GROUP}/{VERSION}", PUMP_KIND): PUMP_PLURAL,
+    (f"{GROUP}/{VERSION}", DRAINER_KIND): DRAINER_PLURAL,
 }
+API_VERSION = f"{GROUP}/{VERSION}"
 
 
 class KubeError(TributaryError):
@@ -129,12 +142,11 @@ class KubeClient:
         return await self._call("GET", path(api_version, kind, namespace, name), missing_ok=True)
 
     async def list_labelled(
-        self, api_version: str, kind: str, namespace: str, selector: str
+        self, api_version: str, kind: str, namespace: str, selector: str | None
     ) -> list[dict[str, Any]]:
-        """The objects matching the label ``selector`` (``k=v,k2=v2``)."""
-        found = await self._call(
-            "GET", path(api_version, kind, namespace), params={"labelSelector": selector}
-        )
+        """The objects matching the label ``selector`` (``k=v,k2=v2``; None: all of them)."""
+        params = {"labelSelector": selector} if selector else None
+        found = await self._call("GET", path(api_version, kind, namespace), params=params)
         assert found is not None
         items: list[dict[str, Any]] = found.get("items") or []
         return items
@@ -149,21 +161,37 @@ class KubeClient:
         )
         return found is not None
 
-    async def get_status(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """A BinlogCluster read through its status subresource (None if it is gone)."""
-        url = path(f"{GROUP}/{VERSION}", KIND, namespace, name) + "/status"
+    async def get_status(
+        self, namespace: str, name: str, kind: str = KIND
+    ) -> dict[str, Any] | None:
+        """A BinlogCluster (or Pump, Drainer) read through its status subresource (None if it
+        is gone)."""
+        url = path(API_VERSION, kind, namespace, name) + "/status"
         return await self._call("GET", url, missing_ok=True)
 
     async def patch_status(
-        self, namespace: str, name: str, resource_version: str, status: dict[str, Any]
-    ) -> None:
-        """Merge ``status`` into the BinlogCluster's status if it is still at
-        ``resource_version``; KubeError with ``conflict`` if it moved on."""
-        url = path(f"{GROUP}/{VERSION}", KIND, namespace, name) + "/status"
-        body = {"metadata": {"resourceVersion": resource_version}, "status": status}
-        await self._call(
-            "PATCH", url, data=json.dumps(body), content_type="application/merge-patch+json"
+        self,
+        namespace: str,
+        name: str,
+        resource_version: str | None,
+        status: dict[str, Any],
+        kind: str = KIND,
+    ) -> bool:
+        """Merge ``status`` into the object's status, if it is still at ``resource_version``
+        (KubeError with ``conflict`` if it moved on; None: whatever its version). False if the
+        object is gone."""
+        url = path(API_VERSION, kind, namespace, name) + "/status"
+        body: dict[str, Any] = {"status": status}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
+        found = await self._call(
+            "PATCH",
+            url,
+            data=json.dumps(body),
+            content_type="application/merge-patch+json",
+            missing_ok=resource_version is None,
         )
+        return found is not None
 
     async def _call(
         self,

@@ -91,6 +91,17 @@ def build(
     return objs
 
 
+def drainer_objects(
+    cluster: str, namespace: str, spec: ClusterSpec, d: DrainerSpec, owner: Obj
+) -> list[Obj]:
+    """One drainer's ConfigMap, Service and StatefulSet, owned by ``owner`` (its Drainer)."""
+    objs = _drainer(cluster, namespace, spec, d)
+    for o in objs:
+        o["metadata"]["namespace"] = namespace
+        o["metadata"]["ownerReferences"] = [dict(owner)]
+    return objs
+
+
 def _pumps(cluster: str, spec: ClusterSpec, replicas: int) -> list[Obj]:
     name, lbl = pump_name(cluster), labels(cluster, "pump")
     cfg = pump_toml(spec)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from binlog_operator.changefeeds import read_changefeeds
@@ -31,9 +31,11 @@ from binlog_operator.configs import (
 from binlog_operator.drainers import delete_drainer, drainer_pod, stale_drainers
 from binlog_operator.kube import KubeClient, KubeError
 from binlog_operator.manifests import build, pump_name, pump_pod
+from binlog_operator.noderes import DrainerProblem, NodeResources, keep_claims
+from binlog_operator.nodes import drainer_of, owned_by
 from binlog_operator.pumps import Target
 from binlog_operator.scaledown import PumpCloser, ScaleDownError, close_pumps, pods_to_close
-from binlog_operator.spec import DEFAULT_SPARK_ACCOUNT, ClusterSpec, SpecError, parse
+from binlog_operator.spec import DEFAULT_SPARK_ACCOUNT, ClusterSpec, SpecError, parse_cluster
 from binlog_operator.teardown import close_within
 from binlog_operator.tlsctx import context_for
 from tributary.coord.kv import Kv, KvError
@@ -53,6 +55,9 @@ class Outcome:
     scale_error: str | None = None
     drainer_error: str | None = None  # a removed drainer could not be taken offline
     removed_drainers: tuple[str, ...] = ()
+    drainer_count: int = 0  # spec.drainers entries
+    # each Drainer of the cluster (resource name): its problem, None when it runs as specified
+    drainers: dict[str, DrainerProblem | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class Observed:
     pumps: list[NodeStatus]
     drainers: list[NodeStatus]
     changefeeds: list[dict[str, Any]]
+    pump_resources: list[Mapping[str, Any]] = field(default_factory=list)
+    drainer_resources: list[Mapping[str, Any]] = field(default_factory=list)
 
 
 class Reconciler:
@@ -86,13 +93,22 @@ class Reconciler:
         self._retry_delay = retry_delay
         self._drainer_close_timeout = drainer_close_timeout
         self._spark_account = spark_account
+        self.nodes = NodeResources(kube, spark_account)
 
     def parse(self, raw: dict[str, Any]) -> ClusterSpec:
-        return parse(raw, self._image, self._spark_account)
+        """The cluster's own spec (no drainers: each is its Drainer's business)."""
+        return self.parse_with_entries(raw)[0]
+
+    def parse_with_entries(
+        self, raw: Mapping[str, Any]
+    ) -> tuple[ClusterSpec, tuple[dict[str, Any], ...]]:
+        return parse_cluster(raw, self._image)
 
     async def reconcile(self, name: str, namespace: str, uid: str, raw: dict[str, Any]) -> Outcome:
-        """Apply every object; raises SpecError (bad spec) or KubeError."""
-        spec = self.parse(raw)
+        """Apply every object, the Pump and Drainer resources and every Drainer's objects;
+        raises SpecError (bad cluster spec) or KubeError. A Drainer's own problem is returned
+        in ``Outcome.drainers``."""
+        spec, entries = self.parse_with_entries(raw)
         check_all(spec, name, namespace)
         current = await self.pump_replicas(name, namespace)
         replicas, error = spec.pumps.replicas, None
@@ -104,20 +120,38 @@ class Reconciler:
                     "%s/%s: scale-down %d -> %d failed: %s", namespace, name, current, replicas, e
                 )
                 replicas, error = current, str(e)
+            else:  # the removed pumps are offline: they leave through their resources
+                await self.nodes.delete_pumps(name, namespace, replicas, current)
         for obj in build(name, namespace, uid, spec, replicas):
             if obj["kind"] == "StatefulSet":
-                await self._keep_claims(obj)
+                await keep_claims(self._kube, obj)
             await self._kube.apply(obj)
-        removed, drainer_error = await self.remove_drainers(name, namespace, uid, spec)
-        return Outcome(spec, replicas, error, drainer_error, removed)
+        await self.nodes.apply_pumps(name, namespace, uid, replicas)
+        await self.nodes.apply_drainers(name, namespace, uid, entries)
+        names = {str(e["name"]) for e in entries}
+        drainers = await self.nodes.drainers_of(name, namespace)
+        problems: dict[str, DrainerProblem | None] = {}
+        for body in drainers:
+            if "deletionTimestamp" not in body["metadata"]:
+                problems[body["metadata"]["name"]] = await self.nodes.run_drainer(
+                    name, namespace, uid, spec, names, body
+                )
+        removed, drainer_error = await self.remove_drainers(name, namespace, uid, spec, names)
+        return Outcome(spec, replicas, error, drainer_error, removed, len(entries), problems)
 
     async def remove_drainers(
-        self, name: str, namespace: str, uid: str, spec: ClusterSpec
+        self, name: str, namespace: str, uid: str, spec: ClusterSpec, wanted: set[str]
     ) -> tuple[tuple[str, ...], str | None]:
-        """Take drainers that left the spec offline, then delete their objects: (the drainers
-        removed, why the others were kept). Raises KubeError."""
-        wanted = {d.name for d in spec.drainers}
-        stale = await stale_drainers(self._kube, name, namespace, uid, wanted)
+        """Take drainers that left the spec offline, then delete their objects and their
+        Drainer: (the drainers removed, why the others were kept). Raises KubeError."""
+        owned = [
+            b
+            for b in await self.nodes.drainers_of(name, namespace)
+            if owned_by(b, uid) and drainer_of(b)[1] not in wanted
+        ]
+        legacy = await stale_drainers(self._kube, name, namespace, uid, wanted)
+        stale = sorted({drainer_of(b)[1] for b in owned} | set(legacy))
+        resources = {drainer_of(b)[1]: b["metadata"]["name"] for b in owned}
         removed: list[str] = []
         for drainer in stale:
             target = Target(namespace, drainer_name(name, drainer), DRAINER_HTTP_PORT)
@@ -129,6 +163,8 @@ class Reconciler:
                 log.warning("%s/%s: drainer %s kept: %s", namespace, name, drainer, e)
                 return tuple(removed), f"drainer {drainer} removed from the spec is kept: {e}"
             await delete_drainer(self._kube, name, namespace, drainer)
+            if drainer in resources:
+                await self.nodes.delete_drainer_resource(namespace, resources[drainer])
             log.info("%s/%s: drainer %s offline, its objects deleted", namespace, name, drainer)
             removed.append(drainer)
         return tuple(removed), None
@@ -154,18 +190,18 @@ class Reconciler:
         never raises: the deletion goes on whatever happens here."""
         try:
             owned = await stale_drainers(self._kube, name, namespace, uid, set())
+            owned += [drainer_of(b)[1] for b in await self.nodes.drainers_of(name, namespace)]
         except KubeError as e:
             log.warning(
                 "%s/%s: drainer objects not listed, closing the spec's: %s", namespace, name, e
             )
             owned = []
         try:
-            spec: ClusterSpec | None = self.parse(raw)
+            spec, entries = self.parse_with_entries(raw)
         except SpecError as e:
-            spec, why = None, f"invalid spec, its etcd is unknown: {e}"
-        if spec is None:
-            return owned, {d: why for d in owned}
-        drainers = sorted(set(owned) | {d.name for d in spec.drainers})
+            why = f"invalid spec, its etcd is unknown: {e}"
+            return sorted(set(owned)), {d: why for d in owned}
+        drainers = sorted(set(owned) | {str(e["name"]) for e in entries})
 
         async def attempt(drainer: str, within: float) -> None:
             target = Target(namespace, drainer_name(name, drainer), DRAINER_HTTP_PORT)
@@ -179,6 +215,19 @@ class Reconciler:
             drainers, attempt, budget=self._drainer_close_timeout, delay=self._retry_delay
         )
         return drainers, left
+
+    async def close_drainer(
+        self, name: str, namespace: str, spec: ClusterSpec, drainer: str
+    ) -> None:
+        """Close one drainer of cluster ``name`` and wait until it is offline (ScaleDownError,
+        KubeError if that cannot be done now)."""
+        target = Target(namespace, drainer_name(name, drainer), DRAINER_HTTP_PORT)
+        await self._offline(spec, target, [drainer_pod(name, drainer)], NodeKind.DRAINER, namespace)
+
+    async def close_pump(self, name: str, namespace: str, spec: ClusterSpec, pod: str) -> None:
+        """Close one pump of cluster ``name`` and wait until it is offline."""
+        target = Target(namespace, pump_name(name), PUMP_HTTP_PORT)
+        await self._offline(spec, target, [pod], NodeKind.PUMP, namespace)
 
     async def take_offline(
         self, name: str, namespace: str, spec: ClusterSpec, current: int, desired: int
@@ -219,40 +268,26 @@ class Reconciler:
         """The pump StatefulSet's replicas and this cluster's registry records; raises KvError,
         TimeoutError or KubeError."""
         replicas = await self.pump_replicas(name, namespace) or 0
+        pump_resources = await self.nodes.pumps_of(name, namespace)
+        drainer_resources = await self.nodes.drainers_of(name, namespace)
         async with asyncio.timeout(self._etcd_timeout), self._open_kv(spec.etcd_endpoints) as kv:
             registry = NodeRegistry(kv)
             pumps = await registry.list(NodeKind.PUMP)
             drainers = await registry.list(NodeKind.DRAINER)
             feeds = await read_changefeeds(kv, CAPTURE_CLUSTER_ID)
-        prefixes = tuple(f"{drainer_name(name, d.name)}-" for d in spec.drainers)
+        pods = {drainer_pod(name, drainer_of(b)[1]) for b in drainer_resources}
         return Observed(
             replicas,
             [p for p in pumps if p.node_id.startswith(f"{pump_name(name)}-")],
-            [d for d in drainers if d.node_id.startswith(prefixes)] if prefixes else [],
+            [d for d in drainers if d.node_id in pods],
             feeds,
+            pump_resources,
+            drainer_resources,
         )
 
     async def pump_replicas(self, name: str, namespace: str) -> int | None:
         sts = await self._kube.get("apps/v1", "StatefulSet", namespace, pump_name(name))
         return None if sts is None else int(sts["spec"].get("replicas", 1))
-
-    async def _keep_claims(self, obj: dict[str, Any]) -> None:
-        """A StatefulSet's volumeClaimTemplates cannot change: keep the live ones."""
-        md = obj["metadata"]
-        live = await self._kube.get("apps/v1", "StatefulSet", md["namespace"], md["name"])
-        if live is None or "volumeClaimTemplates" not in live["spec"]:
-            return
-        kept = [
-            {"metadata": {"name": c["metadata"]["name"]}, "spec": c["spec"]}
-            for c in live["spec"]["volumeClaimTemplates"]
-        ]
-        if _requests(obj["spec"].get("volumeClaimTemplates", [])) != _requests(kept):
-            log.warning(
-                "%s: storage cannot change on a StatefulSet; keeping %s",
-                md["name"],
-                _requests(kept),
-            )
-        obj["spec"]["volumeClaimTemplates"] = kept
 
 
 async def _any_to_close(registry: NodeRegistry, pods: list[str], kind: NodeKind) -> bool:
@@ -265,7 +300,3 @@ async def _any_to_close(registry: NodeRegistry, pods: list[str], kind: NodeKind)
         if status is not None and status.state is NodeState.ONLINE:
             return True
     return False
-
-
-def _requests(claims: list[dict[str, Any]]) -> list[tuple[object, object]]:
-    return [(c["spec"].get("resources"), c["spec"].get("storageClassName")) for c in claims]

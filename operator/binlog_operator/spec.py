@@ -126,7 +126,8 @@ def parse(
         config=_map(pumps_raw.get("config"), "pumps.config", problems),
     )
     drainers = tuple(
-        _drainer(d, i, problems, spark_account) for i, d in enumerate(spec.get("drainers") or ())
+        _drainer(d, f"drainers[{i}]", problems, spark_account)
+        for i, d in enumerate(spec.get("drainers") or ())
     )
     names = [d.name for d in drainers]
     problems += [
@@ -160,8 +161,53 @@ def parse(
     )
 
 
-def _drainer(raw: object, i: int, problems: list[str], spark_account: str) -> DrainerSpec:
-    where = f"drainers[{i}]"
+def parse_cluster(
+    spec: Mapping[str, Any], default_image: str = DEFAULT_IMAGE
+) -> tuple[ClusterSpec, tuple[dict[str, Any], ...]]:
+    """The cluster's own spec (``drainers`` empty) and its ``drainers[]`` entries as given: each
+    entry becomes a Drainer resource, which validates the rest of it and reports there. Raises
+    SpecError for the cluster's problems, among them an entry that has no usable name (its
+    Drainer could not be named) or a name used twice."""
+    problems: list[str] = []
+    raw = spec.get("drainers") or []
+    entries: list[dict[str, Any]] = []
+    if not isinstance(raw, list):
+        problems.append("drainers: must be a list")
+        raw = []
+    for i, d in enumerate(raw):
+        entry = _map(d, f"drainers[{i}]", problems)
+        name = str(entry.get("name", ""))
+        if not _DNS_LABEL.match(name) or len(name) > 30:
+            problems.append(
+                f"drainers[{i}].name: {name!r} must be a DNS label of at most 30 characters"
+            )
+        entries.append(entry)
+    names = [str(e.get("name", "")) for e in entries]
+    problems += [
+        f"drainers: name {n!r} is used twice" for n in sorted(set(names)) if names.count(n) > 1
+    ]
+    try:
+        cluster = parse({k: v for k, v in spec.items() if k != "drainers"}, default_image)
+    except SpecError as e:
+        problems = e.problems + problems
+    if problems:
+        raise SpecError(problems)
+    return cluster, tuple(entries)
+
+
+def parse_drainer(
+    raw: Mapping[str, Any], name: str, spark_account: str = DEFAULT_SPARK_ACCOUNT
+) -> DrainerSpec:
+    """One drainer (a Drainer resource's ``spec``, as ``spec.<field>``); SpecError naming every
+    problem."""
+    problems: list[str] = []
+    drainer = _drainer({**raw, "name": name}, "spec", problems, spark_account)
+    if problems:
+        raise SpecError(problems)
+    return drainer
+
+
+def _drainer(raw: object, where: str, problems: list[str], spark_account: str) -> DrainerSpec:
     d = _map(raw, where, problems)
     name = str(d.get("name", ""))
     if not _DNS_LABEL.match(name) or len(name) > 30:

@@ -67,6 +67,13 @@ def node_entries(nodes: Iterable[NodeStatus]) -> list[dict[str, Any]]:
     ]
 
 
+def online(nodes: Iterable[NodeStatus], among: Sequence[str] | None = None) -> int:
+    """How many of ``nodes`` are online (only those whose node id is in ``among``, if given)."""
+    return sum(
+        1 for n in nodes if n.state is NodeState.ONLINE and (among is None or n.node_id in among)
+    )
+
+
 def readiness(
     pump_pods: Sequence[str],
     pumps: Sequence[NodeStatus],

@@ -54,6 +54,8 @@ def test_template_renders_every_part(kube: KubeApiServer) -> None:
         ("ClusterRoleBinding", "rel-operator"),
         ("ClusterRoleBinding", "rel-operator-discovery"),
         ("CustomResourceDefinition", "binlogclusters.binlog.io"),
+        ("CustomResourceDefinition", "drainers.binlog.io"),
+        ("CustomResourceDefinition", "pumps.binlog.io"),
         ("Deployment", "rel-operator"),
         ("Role", "rel-spark"),
         ("RoleBinding", "rel-spark"),
@@ -124,6 +126,19 @@ ALLOWED = [
     ("delete", "persistentvolumeclaims"),
     ("get", "secrets"),  # spec.tls.secretName: HTTPS to pumps and drainers
     ("create", "events"),
+    # Pump and Drainer resources: watched, applied and deleted, their status written; a
+    # Drainer owns its drainer's objects
+    ("watch", "pumps.binlog.io"),
+    ("create", "pumps.binlog.io"),
+    ("patch", "pumps.binlog.io"),
+    ("delete", "pumps.binlog.io"),
+    ("patch", "pumps.binlog.io/status"),
+    ("watch", "drainers.binlog.io"),
+    ("create", "drainers.binlog.io"),
+    ("patch", "drainers.binlog.io"),
+    ("delete", "drainers.binlog.io"),
+    ("patch", "drainers.binlog.io/status"),
+    ("update", "drainers.binlog.io/finalizers"),
     ("list", "customresourcedefinitions.apiextensions.k8s.io"),
     ("watch", "namespaces"),
 ]
@@ -145,6 +160,11 @@ DENIED = [
     ("create", "pods/exec"),
     ("update", "binlogclusters.binlog.io/status"),
     ("update", "statefulsets.apps/scale"),
+    ("update", "pumps.binlog.io"),
+    ("update", "pumps.binlog.io/status"),
+    ("update", "pumps.binlog.io/finalizers"),
+    ("update", "drainers.binlog.io/status"),
+    ("deletecollection", "drainers.binlog.io"),
 ]
 
 
@@ -177,3 +197,7 @@ def test_the_chart_installed_its_objects(binlog_chart: InstalledChart) -> None:
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     crd = kube.get("crd", "binlogclusters.binlog.io")
     assert crd["spec"]["names"]["shortNames"] == ["bc"]
+    for plural, short in (("pumps", "bp"), ("drainers", "bd")):
+        crd = kube.get("crd", f"{plural}.binlog.io")
+        assert crd["spec"]["names"]["shortNames"] == [short]
+        assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}

@@ -78,17 +78,22 @@ def test_apply_edit_scale_and_report(
         eventually(lambda: replicas(kube, ns, "c1-pump") == 3, "pump StatefulSet with 3")
         bc = kube.get("bc", "c1", "-n", ns)
         for kind, name in [
-            ("statefulset", "c1-drainer-down"),
             ("statefulset", "c1-capture"),
             ("service", "c1-pump"),
-            ("service", "c1-drainer-down"),
             ("configmap", "c1-pump"),
-            ("configmap", "c1-drainer-down"),
+            ("pump", "c1-pump-0"),
+            ("drainer", "c1-drainer-down"),
         ]:
             obj = kube.get(kind, name, "-n", ns)
             assert obj is not None, (kind, name)
             (owner,) = obj["metadata"]["ownerReferences"]
             assert owner["uid"] == bc["metadata"]["uid"] and owner["kind"] == "BinlogCluster"
+        # a drainer's objects are its Drainer's
+        drainer_uid = kube.get("drainer", "c1-drainer-down", "-n", ns)["metadata"]["uid"]
+        for kind in ("statefulset", "service", "configmap"):
+            obj = eventually(lambda k=kind: kube.get(k, "c1-drainer-down", "-n", ns), kind)
+            (owner,) = obj["metadata"]["ownerReferences"]
+            assert owner["uid"] == drainer_uid and owner["kind"] == "Drainer"
         pump_toml = kube.get("configmap", "c1-pump", "-n", ns)["data"]["pump.toml"]
         assert f'pd-urls = "{etcd.endpoint}"' in pump_toml
 
@@ -125,12 +130,18 @@ def test_apply_edit_scale_and_report(
         # status is patched when the reconcile handler returns, a moment after the StatefulSet
         table = eventually(
             lambda: (
-                (t := kube.kubectl("get", "bc", "-n", ns).stdout.split())[5:8] == ["c1", "2", "2"]
+                (t := kube.kubectl("get", "bc", "-n", ns).stdout.split())[7:10] == ["c1", "2", "2"]
                 and t
             ),
             "kubectl get bc shows 2 current pumps",
         )
-        assert table[:5] == ["NAME", "PUMPS", "CURRENT", "READY", "AGE"]
+        assert table[:7] == ["NAME", "PUMPS", "CURRENT", "ONLINE", "DRAINERS", "READY", "AGE"]
+        # 2 pump pods, none online; 2 Drainers, none online
+        eventually(
+            lambda: kube.kubectl("get", "bc", "-n", ns).stdout.split()[10:12] == ["0/2", "0/2"],
+            "pumps and drainers summed up",
+        )
+        assert not kube.get("pump", "c1-pump-2", "-n", ns)  # scaled away with its pod
         # the registry is read: no pump ran, so the cluster is not ready, and says why
         ready = eventually(lambda: condition(kube, ns, "c1", "Ready"), "Ready condition")
         assert ready["status"] == "False" and "c1-pump-0" in ready["message"]
@@ -161,10 +172,12 @@ def test_a_blocked_scale_down_and_a_bad_spec_are_reported(
         warned = eventually(lambda: events(kube, ns, "ScaleDownFailed"), "ScaleDownFailed event")
         assert warned[0]["type"] == "Warning"
 
-        bad = cluster("c3", etcd.endpoint, 1, drainers=[{"name": "d", "sinkURI": "nowhere"}])
+        # a cluster-level problem (a drainer's marks only its Drainer: test_k8s_nodes)
+        bad = cluster("c3", etcd.endpoint, 1)
+        bad["spec"]["pumps"]["config"] = {"addr": "0.0.0.0:1"}
         apply(kube, ns, bad)
         invalid = eventually(lambda: condition(kube, ns, "c3", "Degraded"), "InvalidSpec")
-        assert invalid["reason"] == "InvalidSpec" and "drainers[0].sinkURI" in invalid["message"]
+        assert invalid["reason"] == "InvalidSpec" and "pumps.config.addr" in invalid["message"]
         assert replicas(kube, ns, "c3-pump") is None  # nothing half-applied
         kube.kubectl("delete", "bc", "c3", "-n", ns, "--wait=false")  # no pumps: nothing blocks
         eventually(lambda: kube.get("bc", "c3", "-n", ns) is None, "c3 deleted")

@@ -243,9 +243,10 @@ def install_chart(kube: KubeApiServer) -> InstalledChart:
         "--set",
         f"serviceAccount.name={sa}",
     )
-    kube.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/binlogclusters.binlog.io"
-    )
+    for plural in ("binlogclusters", "pumps", "drainers"):
+        kube.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s", f"crd/{plural}.binlog.io"
+        )
     return InstalledChart(kube, ns, kube.kubeconfig_for(sa_token(ns, sa), "operator"))
 
 
