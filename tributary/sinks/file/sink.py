@@ -37,6 +37,7 @@ from urllib.parse import SplitResult, parse_qsl
 
 from tributary.change import Txn
 from tributary.settings.parsers import parse_byte_size
+from tributary.sinks.file import pbcodec
 from tributary.sinks.file.binlogfile import (
     BinlogFileError,
     Position,
@@ -46,7 +47,6 @@ from tributary.sinks.file.binlogfile import (
     io_error,
     list_segments,
 )
-from tributary.sinks.file import pbcodec
 from tributary.sinks.port import SinkError, SinkOptions, pending
 
 log = logging.getLogger(__name__)
