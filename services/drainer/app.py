@@ -47,7 +47,6 @@ from services.drainer.progress import Checkpointer
 from services.drainer.puller import Puller
 from services.drainer.state import DrainerState
 from services.drainer.syncer import Syncer
-from tributary.coord.cluster_id import ensure_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv, KvError
 from tributary.ddlhistory import DdlHistory, KvDdlHistory, TidbHttpDdlHistory
@@ -63,7 +62,7 @@ from tributary.telemetry.grpcauth import enforce_allowed_cn
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.logs import ContextAdapter
 from tributary.telemetry.tls import ALPN_HTTP, client_context, server_context
-from tributary.tso.client import TsoClient
+from tributary.tso.cluster import ClusterClock, discover
 from tributary.tso.errors import TsoError
 from tributary.wire.ts import from_seconds
 
@@ -85,9 +84,9 @@ class Started:
     start_ts: int  # the checkpoint it started after
 
 
-async def current_tso(kv: Kv, cluster_id: int) -> int:
+async def current_tso(kv: Kv, clock: ClusterClock) -> int:
     try:
-        async with TsoClient(kv, cluster_id) as tso:
+        async with clock.tso(kv) as tso:
             return await tso.get_ts()
     except TsoError as e:
         raise DrainerError(
@@ -147,12 +146,14 @@ async def serve(
         ctx = ContextAdapter(log, {"node_id": node_id})
         async with AsyncExitStack() as stack:
             kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))
-            cluster_id = await ensure_cluster_id(kv)
+            clock = await discover(kv, cfg.pd_urls, create=True)
+            cluster_id = clock.cluster_id
+            assert cluster_id is not None  # created in standalone mode, PD's in PD mode
             history = await stack.enter_async_context(_open_history(cfg.syncer.ddl_history, kv))
             if sink is None:
                 sink = await _open_sink(stack, cfg, cluster_id)
             store = FileCheckpoint(data_dir)
-            first = await _first_ts(cfg, store, sink, lambda: current_tso(kv, cluster_id), ctx)
+            first = await _first_ts(cfg, store, sink, lambda: current_tso(kv, clock), ctx)
             checkpointer = Checkpointer(store, first, interval=cfg.checkpoint_interval)
             merged: asyncio.Queue[PulledBinlogItem] = asyncio.Queue(cfg.cache_binlog_count)
             feed = MergeFeed(Merger(first), merged)

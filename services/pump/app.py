@@ -35,8 +35,8 @@ from services.pump.offline import check_marker, write_marker
 from services.pump.pullwire import PullCodec
 from services.pump.state import Action, PumpState
 from services.pump.storage import RollbackResolver, Storage, StorageSettings, wall_clock_ts
-from tributary.coord.cluster_id import ensure_cluster_id
 from tributary.coord.etcd import EtcdKv
+from tributary.coord.etcd_relay import EtcdRelay
 from tributary.registry.heartbeat import Heartbeat
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
@@ -46,8 +46,10 @@ from tributary.telemetry.grpcauth import enforce_allowed_cn
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.logs import ContextAdapter
 from tributary.telemetry.tls import ALPN_HTTP, client_context, server_context
-from tributary.tso.client import Tso, TsoClient
+from tributary.tso.client import Tso
+from tributary.tso.cluster import discover
 from tributary.tso.member import TsoMember
+from tributary.tso.pd_service import PdService
 from tributary.tso.service import TsoService
 
 log = logging.getLogger(__name__)
@@ -198,15 +200,22 @@ async def serve(
         check_marker(data_dir, cfg.rejoin)  # before registering: an offline pump stays offline
         async with AsyncExitStack() as stack:
             kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))
-            cluster_id = await ensure_cluster_id(kv)
+            client_ssl = client_context(cfg.security, check_hostname=False)
+            clock = await discover(kv, cfg.pd_urls, create=True, ssl_context=client_ssl)
+            cluster_id = clock.cluster_id
+            assert cluster_id is not None  # created in standalone mode, PD's in PD mode
+            ctx.info(
+                "cluster %d, timestamps from %s",
+                cluster_id,
+                "PD" if clock.pd else "our TSO",
+            )
             registry = NodeRegistry(kv)
             previous = await registry.get(NodeKind.PUMP, node_id)
             member = None
-            if cfg.embedded_tso:
+            if cfg.embedded_tso and not clock.pd:  # in PD mode, PD is the one clock
                 member = await stack.enter_async_context(TsoMember(kv, cluster_id, advertise))
-            client_ssl = client_context(cfg.security, check_hostname=False)
-            tso = await stack.enter_async_context(
-                TsoClient(kv, cluster_id, member=member, ssl_context=client_ssl)
+            tso: Tso = await stack.enter_async_context(
+                clock.tso(kv, member=member, ssl_context=client_ssl)
             )
             storage = await stack.enter_async_context(
                 Storage.open(data_dir, storage_settings(cfg), RollbackResolver())
@@ -222,7 +231,12 @@ async def serve(
                 PumpStatsApi(cluster_id, storage),
             ]
             if member is not None:
-                handlers.append(TsoService(member))
+                # PD's protocol and etcd's API on this port, as PD serves them: PD clients
+                # (TiDB's pump client) can be pointed at the pumps of a standalone cluster
+                relay = EtcdRelay(cfg.pd_urls)
+                stack.callback(relay.close)
+                tls = cfg.security.ssl_cert != ""
+                handlers += [TsoService(member), PdService(member, tls=tls), relay]
             server = Server(handlers, codec=PullCodec())  # type: ignore[arg-type]
             enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
             await server.start(sock=sock, ssl=server_context(cfg.security))
