@@ -269,11 +269,12 @@ class PdClient:
 
     async def _close_stream(self) -> None:
         cm, self._stream_cm, self._stream = self._stream_cm, None, None
-        if cm is not None:
-            try:
+        try:
+            if cm is not None:
                 await cm.__aexit__(None, None, None)
-            except (GRPCError, *_NETWORK_ERRORS):
-                pass
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
+        except (GRPCError, *_NETWORK_ERRORS):
+            pass
+        finally:
+            if self._channel is not None:
+                self._channel.close()
+                self._channel = None
