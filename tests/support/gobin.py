@@ -45,6 +45,8 @@ class GoRun:
         assert self.proc.stdout is not None
         out = await asyncio.wait_for(self.proc.stdout.read(), within)
         code = await self.proc.wait()
+        with self.log.open("ab") as log:  # the Go clients' own logs go to stdout
+            log.write(out)
         # the Go clients log to stdout too (lines starting with "["); the summary is JSON
         lines = [line for line in out.decode().splitlines() if line.startswith("{")]
         if code != 0 or not lines:

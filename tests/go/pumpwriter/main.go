@@ -31,18 +31,21 @@ import (
 )
 
 type summary struct {
-	ClusterID   uint64  `json:"cluster_id"`
-	Committed   int64   `json:"committed"` // transactions whose prewrite and commit were written
-	Binlogs     int64   `json:"binlogs"`   // binlogs written (prewrite + commit)
-	Failures    int64   `json:"failures"`  // WriteBinlog calls that returned an error
-	FirstID     int64   `json:"first_id"`
-	FailedIDs   []int64 `json:"failed_ids"` // ids whose prewrite failed (no row, no commit)
-	LastID      int64   `json:"last_id"`    // the highest id attempted
-	MaxCommitTS int64   `json:"max_commit_ts"`
-	ElapsedS    float64 `json:"elapsed_s"`
-	PairsPerS   float64 `json:"pairs_per_s"`
-	PairP50Ms   float64 `json:"pair_p50_ms"` // prewrite + commit, timestamps excluded
-	PairP99Ms   float64 `json:"pair_p99_ms"`
+	ClusterID uint64  `json:"cluster_id"`
+	Committed int64   `json:"committed"` // transactions whose prewrite and commit were written
+	Binlogs   int64   `json:"binlogs"`   // binlogs written (prewrite + commit)
+	Failures  int64   `json:"failures"`  // WriteBinlog calls that returned an error
+	FirstID   int64   `json:"first_id"`
+	FailedIDs []int64 `json:"failed_ids"` // ids whose prewrite failed (no row, no commit)
+	// ids whose commit binlog the pump client gave up on (after its 10 minutes of retries):
+	// TiDB's transaction would have committed, so such a row is lost to the drainer
+	CommitFailedIDs []int64 `json:"commit_failed_ids"`
+	LastID          int64   `json:"last_id"` // the highest id attempted
+	MaxCommitTS     int64   `json:"max_commit_ts"`
+	ElapsedS        float64 `json:"elapsed_s"`
+	PairsPerS       float64 `json:"pairs_per_s"`
+	PairP50Ms       float64 `json:"pair_p50_ms"` // prewrite + commit, timestamps excluded
+	PairP99Ms       float64 `json:"pair_p99_ms"`
 }
 
 // value is the v column of row id: "row-<id>:" then one letter repeated up to size bytes.
@@ -60,7 +63,13 @@ func encodeRow(sc *stmtctx.StatementContext, id int64, size int) ([]byte, error)
 		return nil, err
 	}
 	row := []types.Datum{types.NewIntDatum(id), types.NewStringDatum(value(id, size))}
-	return tablecodec.EncodeOldRow(sc, row, []int64{1, 2}, handle, nil)
+	// TiDB's binlog insert row: the handle datum, then the old-format row (EncodeOldRow reuses
+	// its buffer argument from the start, so the two are encoded apart and joined)
+	value, err := tablecodec.EncodeOldRow(sc, row, []int64{1, 2}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return append(handle, value...), nil
 }
 
 func ts(ctx context.Context, client pd.Client) (int64, error) {
@@ -103,7 +112,7 @@ func main() {
 	if *duration > 0 {
 		stopAt = time.Now().Add(*duration)
 	}
-	out := summary{ClusterID: pumps.ClusterID, FirstID: *firstID, FailedIDs: []int64{}}
+	out := summary{ClusterID: pumps.ClusterID, FirstID: *firstID, FailedIDs: []int64{}, CommitFailedIDs: []int64{}}
 	var next, committed, binlogs, failures, maxCommit atomic.Int64
 	var mu sync.Mutex
 	var latencies []time.Duration
@@ -171,6 +180,9 @@ func main() {
 				if err := pumps.WriteBinlog(c); err != nil {
 					fmt.Fprintf(os.Stderr, "commit %d: %v\n", id, err)
 					failures.Add(1)
+					mu.Lock()
+					out.CommitFailedIDs = append(out.CommitFailedIDs, id)
+					mu.Unlock()
 					continue
 				}
 				pairTook += time.Since(began)
