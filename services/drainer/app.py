@@ -62,6 +62,7 @@ from tributary.telemetry.grpcauth import enforce_allowed_cn
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.logs import ContextAdapter
 from tributary.telemetry.tls import ALPN_HTTP, client_context, server_context
+from tributary.tso.approach import ApproachTs
 from tributary.tso.cluster import ClusterClock, discover
 from tributary.tso.errors import TsoError
 from tributary.wire.ts import from_seconds
@@ -95,6 +96,29 @@ async def current_tso(kv: Kv, clock: ClusterClock) -> int:
         ) from e
 
 
+class LatestTs:
+    """PD mode: the drainer's latest ts, PD's last timestamp moved on by the time since
+    (tidb-binlog's approach ts), asked of PD every ``interval`` seconds."""
+
+    def __init__(self, kv: Kv, clock: ClusterClock, interval: float = 10.0) -> None:
+        self._kv = kv
+        self._clock = clock
+        self._interval = interval
+        self._approach = ApproachTs()
+
+    def approach(self) -> int:
+        return self._approach.approach()
+
+    async def run(self) -> None:
+        async with self._clock.tso(self._kv) as tso:
+            while True:
+                try:
+                    self._approach.observe(await tso.get_ts())
+                except TsoError as e:
+                    log.warning("no timestamp from PD for the drainer's status: %s", e)
+                await asyncio.sleep(self._interval)
+
+
 @dataclass
 class Drainer:
     """The parts of one running drainer, as built by :func:`serve`."""
@@ -109,6 +133,7 @@ class Drainer:
     syncer: Syncer
     checkpointer: Checkpointer
     backlog: PumpBacklog | None = None  # measures for ``backlog-threshold``, when set
+    latest: LatestTs | None = None  # PD mode: PD's time for updateTS, refreshed in the background
 
     def status(self) -> NodeStatus:
         state = self.state.state
@@ -118,7 +143,7 @@ class Drainer:
             state=state,
             is_alive=state is NodeState.ONLINE,
             max_commit_ts=self.checkpointer.saved_ts,
-            update_ts=from_seconds(time.time()),
+            update_ts=self.latest.approach() if self.latest else from_seconds(time.time()),
         )
 
     def synced(self) -> bool:
@@ -190,6 +215,7 @@ async def serve(
                 syncer=syncer,
                 checkpointer=checkpointer,
                 backlog=backlog,
+                latest=LatestTs(kv, clock) if clock.pd else None,
             )
             final = await _run(drainer, sock, stop, stack, started, cluster_id, first)
             ctx.info("stopped at checkpoint %d; recorded state %s", checkpointer.saved_ts, final)
@@ -290,6 +316,8 @@ async def _run(
         saver = tg.create_task(d.checkpointer.run(), name="drainer-checkpoint")
         watch_stop = tg.create_task(_on_stop(stop, d.state), name="drainer-stop-signal")
         side = [watch_stop]
+        if d.latest is not None:
+            side.append(tg.create_task(d.latest.run(), name="drainer-latest-ts"))
         if d.backlog is not None and d.syncer.catchup is not None:
             measure = d.syncer.catchup.measure_backlog(d.backlog, lambda: d.checkpointer.applied_ts)
             side.append(tg.create_task(measure, name="drainer-backlog"))

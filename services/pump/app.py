@@ -46,6 +46,7 @@ from tributary.telemetry.grpcauth import enforce_allowed_cn
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.logs import ContextAdapter
 from tributary.telemetry.tls import ALPN_HTTP, client_context, server_context
+from tributary.tso.approach import ApproachTs
 from tributary.tso.client import Tso
 from tributary.tso.cluster import discover
 from tributary.tso.member import TsoMember
@@ -94,6 +95,7 @@ class Pump:
     tso: Tso
     registry: NodeRegistry
     metrics: PumpMetrics
+    latest_ts: Callable[[], int] = wall_clock_ts  # the TSO's time now (updateTS)
 
     def status(self, state: NodeState | None = None) -> NodeStatus:
         return lifecycle.status_of(
@@ -101,7 +103,7 @@ class Pump:
             self.advertise,
             state or self.state.state,
             self.storage.max_commit_ts,
-            wall_clock_ts(),
+            self.latest_ts(),
         )
 
     async def record(self, state: NodeState | None = None) -> None:
@@ -217,13 +219,19 @@ async def serve(
             tso: Tso = await stack.enter_async_context(
                 clock.tso(kv, member=member, ssl_context=client_ssl)
             )
+            latest_ts = wall_clock_ts
+            if clock.pd:  # PD's time, not ours: the last PD ts plus the local time since
+                approach = ApproachTs()
+                tso, latest_ts = approach.observing(tso), approach.approach
             storage = await stack.enter_async_context(
-                Storage.open(data_dir, storage_settings(cfg), RollbackResolver())
+                Storage.open(data_dir, storage_settings(cfg), RollbackResolver(), latest_ts)
             )
             state = PumpState(NodeState.OFFLINE)
             intake = Intake(storage, state, cfg.max_message_size)
             metrics = PumpMetrics(lambda: metrics.sync(storage.stats, intake.written))
-            pump = Pump(cfg, node_id, advertise, state, intake, storage, tso, registry, metrics)
+            pump = Pump(
+                cfg, node_id, advertise, state, intake, storage, tso, registry, metrics, latest_ts
+            )
 
             handlers: list[object] = [
                 PumpApi(cluster_id, intake, storage),
@@ -243,7 +251,7 @@ async def serve(
             stack.callback(server.close)
             ops = OpsServer(
                 *status_addr(cfg.addr, cfg.status_addr),
-                routes=routes(node_id, state, registry, storage, wall_clock_ts, pump.trigger_gc),
+                routes=routes(node_id, state, registry, storage, latest_ts, pump.trigger_gc),
                 registry=metrics.registry,
                 ready_fn=lambda: state.state is NodeState.ONLINE,
                 ssl_context=server_context(cfg.security, alpn=ALPN_HTTP),

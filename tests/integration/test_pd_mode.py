@@ -1,5 +1,5 @@
-"""PD mode with real processes: a pump and binlogctl whose pd-urls answer pdpb.PD take the
-cluster ID and their timestamps from it, and run no TSO of their own.
+"""PD mode with real processes: a pump, binlogctl and a drainer whose pd-urls answer pdpb.PD
+take the cluster ID and their timestamps from it, and run no TSO of their own.
 
 The PD here is a binlog-tso process: it answers GetMembers and Tso and serves etcd's API on
 the same port, as PD's client port does (a real PD is not available to the tests)."""
@@ -7,12 +7,16 @@ the same port, as PD's client port does (a real PD is not available to the tests
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from services.binlogctl.cli import main as binlogctl
+from services.drainer.app import Started as DrainerStarted
+from services.drainer.app import serve as serve_drainer
+from services.drainer.config import DrainerConfig
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import pump_config, running_pump
 from tests.support.tso import members_up, tso_process
@@ -25,7 +29,7 @@ from tributary.tso.pd_client import PdClient, get_members
 pytestmark = [pytest.mark.etcd, pytest.mark.timeout(300)]
 
 
-async def test_pump_and_binlogctl_take_cluster_id_and_timestamps_from_pd(
+async def test_pump_binlogctl_drainer_take_cluster_id_and_timestamps_from_pd(
     etcd: EtcdProcess, tmp_path: Path
 ) -> None:
     with tso_process(etcd.endpoint, tmp_path / "tso.log") as (pd_url, _):
@@ -49,3 +53,27 @@ async def test_pump_and_binlogctl_take_cluster_id_and_timestamps_from_pd(
             assert await asyncio.to_thread(binlogctl, argv) == 0
             commit_ts = tomllib.loads((data_dir / "savepoint").read_text())["commitTS"]
             assert commit_ts > before  # from PD's clock, later
+
+            # a drainer with initial-commit-ts = -1 starts at PD's time now
+            cfg = dataclasses.replace(
+                DrainerConfig(),
+                addr="127.0.0.1:0",
+                data_dir=str(tmp_path / "drainer"),
+                pd_urls=(pd_url,),
+                initial_commit_ts=-1,
+            )
+            sink = f"sqlite://{tmp_path / 'down.db'}"
+            cfg = dataclasses.replace(cfg, syncer=dataclasses.replace(cfg.syncer, sink_uri=sink))
+            stop = asyncio.Event()
+            ready: asyncio.Future[DrainerStarted] = asyncio.get_running_loop().create_future()
+            task = asyncio.create_task(serve_drainer(cfg, stop, ready.set_result))
+            try:
+                started = await asyncio.wait_for(asyncio.shield(ready), 60)
+                assert started.cluster_id == pd_cluster_id
+                assert started.start_ts > commit_ts
+                async with EtcdKv.connect([etcd.endpoint]) as kv:
+                    (drainer,) = await NodeRegistry(kv).list(NodeKind.DRAINER)
+                assert drainer.update_ts >= started.start_ts  # PD's time, not the local one
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 30)
