@@ -27,14 +27,13 @@ from services.binlogctl.results import (
     Result,
     StateUpdated,
 )
-from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv, KvError
 from tributary.encrypt import encrypt
 from tributary.registry.registry import NodeNotFoundError, NodeRegistry, RegistryError
 from tributary.registry.status import NodeKind, NodeState, NodeStatus, StatusError
 from tributary.telemetry.tls import ALPN_HTTP, TlsError, client_context
-from tributary.tso.client import TsoClient
+from tributary.tso.cluster import discover
 from tributary.tso.errors import TsoError
 
 log = logging.getLogger(__name__)
@@ -161,14 +160,14 @@ def encrypt_text(text: str) -> Encrypted:
 async def generate_meta(cfg: CtlConfig) -> MetaWritten:
     """A fresh TSO timestamp written as ``<data-dir>/savepoint``."""
     async with connect(cfg) as kv:
-        cluster_id = await read_cluster_id(kv)
-        if cluster_id is None:
+        clock = await discover(kv, cfg.pd_urls)
+        if clock.cluster_id is None:
             raise CtlError(
                 f"etcd at {', '.join(cfg.pd_urls)} holds no cluster ID: no pump or TSO "
                 f"service has run against it, so there is no TSO to ask"
             )
         try:
-            async with TsoClient(kv, cluster_id, timeout=TSO_TIMEOUT) as tso:
+            async with clock.tso(kv, timeout=TSO_TIMEOUT) as tso:
                 commit_ts = await tso.get_ts()
         except TsoError as e:
             raise CtlError(

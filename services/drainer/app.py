@@ -48,7 +48,6 @@ from services.drainer.puller import Puller
 from services.drainer.state import DrainerState
 from services.drainer.syncer import Syncer
 from tributary.config.drainer import DrainerConfig
-from tributary.coord.cluster_id import ensure_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv, KvError
 from tributary.ddlhistory import DdlHistory, KvDdlHistory, TidbHttpDdlHistory
@@ -65,7 +64,8 @@ from tributary.telemetry.grpcauth import enforce_allowed_cn
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.logs import ContextAdapter
 from tributary.telemetry.tls import ALPN_HTTP, client_context, server_context
-from tributary.tso.client import TsoClient
+from tributary.tso.approach import ApproachTs
+from tributary.tso.cluster import ClusterClock, discover
 from tributary.tso.errors import TsoError
 from tributary.wire.ts import from_seconds
 
@@ -87,15 +87,38 @@ class Started:
     start_ts: int  # the checkpoint it started after
 
 
-async def current_tso(kv: Kv, cluster_id: int) -> int:
+async def current_tso(kv: Kv, clock: ClusterClock) -> int:
     try:
-        async with TsoClient(kv, cluster_id) as tso:
+        async with clock.tso(kv) as tso:
             return await tso.get_ts()
     except TsoError as e:
         raise DrainerError(
             f"initial-commit-ts = -1 needs the current TSO timestamp, and none came: {e}",
             retriable=e.retriable,
         ) from e
+
+
+class LatestTs:
+    """PD mode: the drainer's latest ts, PD's last timestamp moved on by the time since
+    (tidb-binlog's approach ts), asked of PD every ``interval`` seconds."""
+
+    def __init__(self, kv: Kv, clock: ClusterClock, interval: float = 10.0) -> None:
+        self._kv = kv
+        self._clock = clock
+        self._interval = interval
+        self._approach = ApproachTs()
+
+    def approach(self) -> int:
+        return self._approach.approach()
+
+    async def run(self) -> None:
+        async with self._clock.tso(self._kv) as tso:
+            while True:
+                try:
+                    self._approach.observe(await tso.get_ts())
+                except TsoError as e:
+                    log.warning("no timestamp from PD for the drainer's status: %s", e)
+                await asyncio.sleep(self._interval)
 
 
 @dataclass
@@ -112,6 +135,7 @@ class Drainer:
     syncer: Syncer
     checkpointer: Checkpointer
     backlog: PumpBacklog | None = None  # measures for ``backlog-threshold``, when set
+    latest: LatestTs | None = None  # PD mode: PD's time for updateTS, refreshed in the background
 
     def status(self) -> NodeStatus:
         state = self.state.state
@@ -121,7 +145,7 @@ class Drainer:
             state=state,
             is_alive=state is NodeState.ONLINE,
             max_commit_ts=self.checkpointer.saved_ts,
-            update_ts=from_seconds(time.time()),
+            update_ts=self.latest.approach() if self.latest else from_seconds(time.time()),
         )
 
     def synced(self) -> bool:
@@ -151,12 +175,14 @@ async def serve(
         ctx = ContextAdapter(log, {"node_id": node_id})
         async with AsyncExitStack() as stack:
             kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))
-            cluster_id = await ensure_cluster_id(kv)
+            clock = await discover(kv, cfg.pd_urls, create=True)
+            cluster_id = clock.cluster_id
+            assert cluster_id is not None  # created in standalone mode, PD's in PD mode
             history = await stack.enter_async_context(_open_history(cfg.syncer.ddl_history, kv))
             if sink is None:
                 sink = await _open_sink(stack, cfg, cluster_id)
             store = FileCheckpoint(data_dir)
-            first = await _first_ts(cfg, store, sink, lambda: current_tso(kv, cluster_id), ctx)
+            first = await _first_ts(cfg, store, sink, lambda: current_tso(kv, clock), ctx)
             checkpointer = Checkpointer(store, first, interval=cfg.checkpoint_interval)
             merged: asyncio.Queue[PulledBinlogItem] = asyncio.Queue(cfg.cache_binlog_count)
             feed = MergeFeed(Merger(first), merged)
@@ -193,6 +219,7 @@ async def serve(
                 syncer=syncer,
                 checkpointer=checkpointer,
                 backlog=backlog,
+                latest=LatestTs(kv, clock) if clock.pd else None,
             )
             final = await _run(drainer, sock, stop, stack, started, cluster_id, first)
             ctx.info("stopped at checkpoint %d; recorded state %s", checkpointer.saved_ts, final)
@@ -293,6 +320,8 @@ async def _run(
         saver = tg.create_task(d.checkpointer.run(), name="drainer-checkpoint")
         watch_stop = tg.create_task(_on_stop(stop, d.state), name="drainer-stop-signal")
         side = [watch_stop]
+        if d.latest is not None:
+            side.append(tg.create_task(d.latest.run(), name="drainer-latest-ts"))
         if d.backlog is not None and d.syncer.catchup is not None:
             measure = d.syncer.catchup.measure_backlog(d.backlog, lambda: d.checkpointer.applied_ts)
             side.append(tg.create_task(measure, name="drainer-backlog"))

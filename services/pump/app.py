@@ -35,8 +35,8 @@ from services.pump.pullwire import PullCodec
 from services.pump.state import Action, PumpState
 from services.pump.storage import RollbackResolver, Storage, StorageSettings, wall_clock_ts
 from tributary.config.pump import PumpConfig
-from tributary.coord.cluster_id import ensure_cluster_id
 from tributary.coord.etcd import EtcdKv
+from tributary.coord.etcd_relay import EtcdRelay
 from tributary.registry.heartbeat import Heartbeat
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
@@ -46,8 +46,11 @@ from tributary.telemetry.grpcauth import enforce_allowed_cn
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.logs import ContextAdapter
 from tributary.telemetry.tls import ALPN_HTTP, client_context, server_context
-from tributary.tso.client import Tso, TsoClient
+from tributary.tso.approach import ApproachTs
+from tributary.tso.client import Tso
+from tributary.tso.cluster import discover
 from tributary.tso.member import TsoMember
+from tributary.tso.pd_service import PdService
 from tributary.tso.service import TsoService
 
 log = logging.getLogger(__name__)
@@ -92,6 +95,7 @@ class Pump:
     tso: Tso
     registry: NodeRegistry
     metrics: PumpMetrics
+    latest_ts: Callable[[], int] = wall_clock_ts  # the TSO's time now (updateTS)
 
     def status(self, state: NodeState | None = None) -> NodeStatus:
         return lifecycle.status_of(
@@ -99,7 +103,7 @@ class Pump:
             self.advertise,
             state or self.state.state,
             self.storage.max_commit_ts,
-            wall_clock_ts(),
+            self.latest_ts(),
         )
 
     async def record(self, state: NodeState | None = None) -> None:
@@ -200,23 +204,36 @@ async def serve(
         check_marker(data_dir, cfg.rejoin)  # before registering: an offline pump stays offline
         async with AsyncExitStack() as stack:
             kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))
-            cluster_id = await ensure_cluster_id(kv)
+            client_ssl = client_context(cfg.security, check_hostname=False)
+            clock = await discover(kv, cfg.pd_urls, create=True, ssl_context=client_ssl)
+            cluster_id = clock.cluster_id
+            assert cluster_id is not None  # created in standalone mode, PD's in PD mode
+            ctx.info(
+                "cluster %d, timestamps from %s",
+                cluster_id,
+                "PD" if clock.pd else "our TSO",
+            )
             registry = NodeRegistry(kv)
             previous = await registry.get(NodeKind.PUMP, node_id)
             member = None
-            if cfg.embedded_tso:
+            if cfg.embedded_tso and not clock.pd:  # in PD mode, PD is the one clock
                 member = await stack.enter_async_context(TsoMember(kv, cluster_id, advertise))
-            client_ssl = client_context(cfg.security, check_hostname=False)
-            tso = await stack.enter_async_context(
-                TsoClient(kv, cluster_id, member=member, ssl_context=client_ssl)
+            tso: Tso = await stack.enter_async_context(
+                clock.tso(kv, member=member, ssl_context=client_ssl)
             )
+            latest_ts = wall_clock_ts
+            if clock.pd:  # PD's time, not ours: the last PD ts plus the local time since
+                approach = ApproachTs()
+                tso, latest_ts = approach.observing(tso), approach.approach
             storage = await stack.enter_async_context(
-                Storage.open(data_dir, storage_settings(cfg), RollbackResolver())
+                Storage.open(data_dir, storage_settings(cfg), RollbackResolver(), latest_ts)
             )
             state = PumpState(NodeState.OFFLINE)
             intake = Intake(storage, state, cfg.max_message_size)
             metrics = PumpMetrics(lambda: metrics.sync(storage.stats, intake.written))
-            pump = Pump(cfg, node_id, advertise, state, intake, storage, tso, registry, metrics)
+            pump = Pump(
+                cfg, node_id, advertise, state, intake, storage, tso, registry, metrics, latest_ts
+            )
 
             handlers: list[object] = [
                 PumpApi(cluster_id, intake, storage),
@@ -224,14 +241,19 @@ async def serve(
                 PumpStatsApi(cluster_id, storage),
             ]
             if member is not None:
-                handlers.append(TsoService(member))
+                # PD's protocol and etcd's API on this port, as PD serves them: PD clients
+                # (TiDB's pump client) can be pointed at the pumps of a standalone cluster
+                relay = EtcdRelay(cfg.pd_urls)
+                stack.callback(relay.close)
+                tls = cfg.security.ssl_cert != ""
+                handlers += [TsoService(member), PdService(member, tls=tls), relay]
             server = Server(handlers, codec=PullCodec())  # type: ignore[arg-type]
             enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
             await server.start(sock=sock, ssl=server_context(cfg.security))
             stack.callback(server.close)
             ops = OpsServer(
                 *status_addr(cfg.listen.addr, cfg.status_addr),
-                routes=routes(node_id, state, registry, storage, wall_clock_ts, pump.trigger_gc),
+                routes=routes(node_id, state, registry, storage, latest_ts, pump.trigger_gc),
                 registry=metrics.registry,
                 ready_fn=lambda: state.state is NodeState.ONLINE,
                 ssl_context=server_context(cfg.security, alpn=ALPN_HTTP),

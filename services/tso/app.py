@@ -2,7 +2,10 @@
 
 Builds, in order: the etcd connection, the deployment's cluster ID, the
 listening socket (so the real port is known before advertising it), the
-TsoMember and the gRPC server; tears them down in reverse. Invariant: the
+TsoMember and the gRPC server (``binlogext.Tso``, the ``pdpb.PD`` subset a PD
+client needs, and etcd's client API relayed to our etcd, so a PD client such
+as TiDB's pump client can be given this address alone); tears them down in
+reverse. Invariant: the
 member only campaigns once its advertised address is known to be served.
 """
 
@@ -20,10 +23,12 @@ from grpclib.server import Server
 
 from tributary.coord.cluster_id import ensure_cluster_id
 from tributary.coord.etcd import EtcdKv
+from tributary.coord.etcd_relay import EtcdRelay
 from tributary.coord.kv import Kv
 from tributary.net import join_host_port, split_host_port
 from tributary.tso.clock import Clock
 from tributary.tso.member import MemberTiming, TsoMember
+from tributary.tso.pd_service import PdService
 from tributary.tso.service import TsoService
 
 log = logging.getLogger(__name__)
@@ -107,7 +112,12 @@ class TsoServerApp:
         member = TsoMember(
             kv, self.cluster_id, self.advertise_addr, clock=self._clock, timing=self._timing
         )
-        server = Server([TsoService(member)])
+        handlers: list[object] = [TsoService(member), PdService(member)]
+        if self._config.pd_urls:  # etcd's API too, so PD clients need only this address
+            relay = EtcdRelay(self._config.pd_urls)
+            self._stack.callback(relay.close)
+            handlers.append(relay)
+        server = Server(handlers)  # type: ignore[arg-type]
         await server.start(sock=sock)
         self._stack.push_async_callback(_stop_server, server)
         self._member = await self._stack.enter_async_context(member)

@@ -21,7 +21,11 @@ log = logging.getLogger(__name__)
 
 def parse_args(argv: Sequence[str] | None = None) -> TsoServerConfig:
     parser = argparse.ArgumentParser(
-        prog="binlog-tso", description="Timestamp oracle: serves binlogext.Tso/GetTimestamps."
+        prog="binlog-tso",
+        description=(
+            "Timestamp oracle: serves binlogext.Tso/GetTimestamps, PD's GetMembers/Tso, "
+            "and relays etcd's API, so PD clients can be given this address alone."
+        ),
     )
     parser.add_argument(
         "--pd-urls",

@@ -83,6 +83,12 @@ class TsoMember:
         found = await current_leader(self._kv, self._prefix)
         return None if found is None else found.value.decode()
 
+    async def members(self) -> list[str]:
+        """The advertise addresses of every campaigning member, the leader first."""
+        kvs = await self._kv.get_prefix(self._prefix)
+        ordered = sorted(kvs, key=lambda item: item.create_revision)
+        return list(dict.fromkeys(item.value.decode() for item in ordered))
+
     async def get_timestamps(self, count: int) -> int:
         """Allocate ``count`` consecutive timestamps; return the highest.
 

@@ -17,6 +17,7 @@ write replays that batch as new transactions, which the drainer's safe mode make
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -24,7 +25,6 @@ from dataclasses import dataclass, field
 from urllib.parse import SplitResult, parse_qsl
 
 from tributary.change import Txn
-from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv, KvError
 from tributary.ddlhistory import KvDdlHistory
@@ -35,7 +35,8 @@ from tributary.sinks.pump.catalog import PumpCatalog
 from tributary.sinks.pump.rows import BinlogWriter
 from tributary.sinks.pump.write import TxnWriter
 from tributary.telemetry.tls import TlsError, client_context
-from tributary.tso.client import Tso, TsoClient
+from tributary.tso.client import Tso
+from tributary.tso.cluster import discover
 
 log = logging.getLogger(__name__)
 
@@ -158,13 +159,15 @@ async def open_url(url: SplitResult, options: SinkOptions) -> PumpSink:
     stack = AsyncExitStack()
     try:
         kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.endpoints)))
-        cluster_id = cfg.cluster_id or await read_cluster_id(kv)
+        ssl = client_context(cfg.security)
+        clock = await discover(kv, cfg.endpoints, ssl_context=ssl)
+        cluster_id = cfg.cluster_id or clock.cluster_id
         if cluster_id is None:
             raise SinkError(
                 "pump sink: etcd has no cluster ID yet (start a pump first)", retriable=True
             )
-        ssl = client_context(cfg.security)
-        tso = await stack.enter_async_context(TsoClient(kv, cluster_id, ssl_context=ssl))
+        clock = dataclasses.replace(clock, cluster_id=cluster_id)
+        tso: Tso = await stack.enter_async_context(clock.tso(kv, ssl_context=ssl))
         pumps = await stack.enter_async_context(
             PumpsClient(kv, cluster_id, ssl_context=client_context(cfg.security))
         )

@@ -1,0 +1,81 @@
+"""The Go test programs (tests/go): TiDB's own pump client and PD's own Go client, as processes.
+
+Built once into a cache by ``scripts/go-test-binaries`` (the first run downloads the tidb module
+from the Go module proxy and compiles it: minutes; later runs find the cache). ``pumpwriter``
+writes prewrite/commit pairs through ``tidb-binlog/pump_client`` with timestamps from PD's
+client; ``pdcheck`` gets the cluster ID and timestamps with PD's client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "go-test-binaries"
+
+
+def build() -> Path:
+    """The directory holding pumpwriter and pdcheck, built if the cache has none."""
+    done = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:  # a missing toolchain or proxy is a failure, never a skip
+        raise RuntimeError(f"scripts/go-test-binaries failed: {done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def value(rid: int, size: int = 1024) -> str:
+    """pumpwriter's ``v`` column for row ``rid`` (its value() in Go)."""
+    head = f"row-{rid}:"
+    if len(head) >= size:
+        return head
+    return head + chr(ord("a") + rid % 26) * (size - len(head))
+
+
+@dataclass
+class GoRun:
+    proc: asyncio.subprocess.Process
+    log: Path
+
+    async def summary(self, within: float) -> dict[str, Any]:
+        """Wait for the exit; the last JSON line on stdout is the program's summary."""
+        assert self.proc.stdout is not None
+        out = await asyncio.wait_for(self.proc.stdout.read(), within)
+        code = await self.proc.wait()
+        with self.log.open("ab") as log:  # the Go clients' own logs go to stdout
+            log.write(out)
+        # the Go clients log to stdout too (lines starting with "["); the summary is JSON
+        lines = [line for line in out.decode().splitlines() if line.startswith("{")]
+        if code != 0 or not lines:
+            stderr = self.log.read_text()[-3000:]
+            raise AssertionError(f"exit {code}: {out.decode()[-2000:]} {stderr}")
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
+
+    async def wait_line(self, text: str, within: float) -> None:
+        """Read stdout until a line equal to ``text`` (the clients' logs come before it)."""
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(within):
+            while (line := await self.proc.stdout.readline()) != b"":
+                if line.decode().strip() == text:
+                    return
+        raise AssertionError(f"no {text!r} line: {self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+
+
+async def start(bin_dir: Path, program: str, log: Path, *args: str) -> GoRun:
+    with log.open("ab") as err:
+        proc = await asyncio.create_subprocess_exec(
+            str(bin_dir / program),
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=err,
+        )
+    return GoRun(proc, log)
