@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
+from tests.support.waits import until
+
 
 async def read_partition(
     bootstrap: str, topic: str, partition: int = 0, *, committed: bool = True
@@ -29,3 +31,19 @@ async def read_partition(
         return out
     finally:
         await consumer.stop()
+
+
+async def read_at_least(
+    bootstrap: str, topic: str, count: int, partition: int = 0, within: float = 30.0
+) -> list[ConsumerRecord[bytes, bytes]]:
+    """``read_partition`` of committed records once it holds ``count`` of them: a commit returns
+    before the broker has written its markers, so the records become visible a moment later."""
+    got: list[ConsumerRecord[bytes, bytes]] = []
+
+    async def enough() -> bool:
+        nonlocal got
+        got = await read_partition(bootstrap, topic, partition)
+        return len(got) >= count
+
+    await until(enough, within)
+    return got
