@@ -88,10 +88,16 @@ class KafkaBroker:
     overrides: Mapping[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     host: str = "127.0.0.1"
+    sasl_users: Mapping[str, str] = field(default_factory=dict)  # SASL/PLAIN users: passwords
+    sasl_port: int = 0  # the SASL_PLAINTEXT listener's port, when there are SASL users
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return f"{self.host}:{self.sasl_port}"
 
     @property
     def log(self) -> Path:
@@ -125,10 +131,30 @@ class KafkaBroker:
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
+            **self._sasl(),
             **self.overrides,
         }
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (self.root / "log4j2.properties").write_text(_LOG4J.format(log=self.log))
+
+    def _sasl(self) -> dict[str, str]:
+        """A SASL_PLAINTEXT listener with PLAIN users beside the plaintext one, if asked for."""
+        if not self.sasl_users:
+            return {}
+        users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
+        plain = f"{self.host}:{self.port}"
+        return {
+            "listeners": f"PLAINTEXT://{plain},CONTROLLER://{self.host}:{self.controller_port},"
+            f"SASL://{self.sasl_bootstrap}",
+            "advertised.listeners": f"PLAINTEXT://{plain},SASL://{self.sasl_bootstrap}",
+            "listener.security.protocol.map": (
+                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL:SASL_PLAINTEXT"
+            ),
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl.plain.sasl.jaas.config": (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+            ),
+        }
 
     def _java(self, main: str, *args: str) -> list[str]:
         return [
@@ -213,10 +239,16 @@ class KafkaBroker:
 
 
 @contextmanager
-def run_kafka(root: Path, overrides: Mapping[str, str] | None = None) -> Iterator[KafkaBroker]:
+def run_kafka(
+    root: Path,
+    overrides: Mapping[str, str] | None = None,
+    sasl_users: Mapping[str, str] | None = None,
+) -> Iterator[KafkaBroker]:
     """A formatted, started broker under ``root``; stopped (and waited for) on exit."""
     root.mkdir(parents=True, exist_ok=True)
     broker = KafkaBroker(root, jars(), free_port(), free_port(), dict(overrides or {}))
+    if sasl_users:
+        broker.sasl_users, broker.sasl_port = dict(sasl_users), free_port()
     broker.write_config()
     broker.format()
     try:
@@ -235,13 +267,14 @@ def kafka(tmp_path: Path) -> Iterator[KafkaBroker]:
 
 @pytest.fixture
 def kafka_factory(tmp_path: Path) -> Iterator[Callable[..., KafkaBroker]]:
-    """``kafka_factory(**properties)`` starts a broker with server.properties overrides."""
+    """``kafka_factory(**properties)`` starts a broker with server.properties overrides;
+    ``sasl_users={"user": "password"}`` adds a SASL/PLAIN listener (``sasl_bootstrap``)."""
     with ExitStack() as stack:
         count = iter(range(1000))
 
-        def start(**properties: str) -> KafkaBroker:
+        def start(sasl_users: Mapping[str, str] | None = None, **properties: str) -> KafkaBroker:
             props = {k.replace("_", "."): v for k, v in properties.items()}
             root = tmp_path / f"kafka-{next(count)}"
-            return stack.enter_context(run_kafka(root, props))
+            return stack.enter_context(run_kafka(root, props, sasl_users))
 
         yield start

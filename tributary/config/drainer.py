@@ -175,6 +175,67 @@ class ToConfig:
     )
     kafka_client_id: str = setting("tidb_binlog", "kafka: client id")
     topic_name: str = setting("", "kafka: topic (default: <cluster-id>_obinlog)")
+    kafka_exactly_once: bool = setting(
+        False,
+        "kafka: each batch and its checkpoint in one Kafka transaction (checkpoint in the "
+        "compacted topic <topic>_checkpoint); read_committed consumers see every upstream "
+        "transaction exactly once",
+    )
+    kafka_transactional_id: str = setting(
+        "", "kafka: transactional id of the exactly-once producer (default: tributary-<topic>)"
+    )
+    kafka_partition_by: str = setting(
+        "fixed",
+        "kafka: fixed (all on partition 0), table or key (murmur2 of the table or row key)",
+        kind=choice("fixed", "table", "key"),
+    )
+    kafka_message_per: str = setting(
+        "txn",
+        "kafka: one message per transaction (txn) or per row change (row)",
+        kind=choice("txn", "row"),
+    )
+    kafka_sasl_mechanism: str = setting(
+        "",
+        "kafka: SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 ('' = no SASL)",
+        kind=choice("", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+    )
+    kafka_sasl_user: str = setting("", "kafka: SASL user")
+    kafka_sasl_password: str = setting("", "kafka: SASL password", secret=True)
+    kafka_tls: bool = setting(False, "kafka: TLS to the brokers (on when kafka-ssl-ca is set)")
+    kafka_ssl_ca: str = setting("", "kafka: CA file (PEM) to verify the brokers")
+    kafka_ssl_cert: str = setting("", "kafka: client certificate file (PEM)")
+    kafka_ssl_key: str = setting("", "kafka: client key file (PEM)")
+
+    def kafka_url(self) -> str:
+        """The ``kafka://`` URL of these keys (options beyond tidb-binlog's only when set)."""
+        addrs = self.kafka_addrs
+        if addrs == "127.0.0.1:9092":
+            addrs = os.environ.get("KAFKA_ADDRS", addrs)
+        query = (
+            f"kafka-version={quote(self.kafka_version)}&kafka-max-messages={self.kafka_max_messages}"
+            f"&kafka-max-message-size={self.kafka_max_message_size}"
+            f"&kafka-client-id={quote(self.kafka_client_id)}"
+        )
+        extra = {
+            "kafka-exactly-once": "true" if self.kafka_exactly_once else "",
+            "kafka-transactional-id": self.kafka_transactional_id,
+            "kafka-partition-by": ""
+            if self.kafka_partition_by == "fixed"
+            else self.kafka_partition_by,
+            "kafka-message-per": "" if self.kafka_message_per == "txn" else self.kafka_message_per,
+            "kafka-sasl-mechanism": self.kafka_sasl_mechanism,
+            "kafka-tls": "true" if self.kafka_tls else "",
+            "kafka-ssl-ca": self.kafka_ssl_ca,
+            "kafka-ssl-cert": self.kafka_ssl_cert,
+            "kafka-ssl-key": self.kafka_ssl_key,
+        }
+        query += "".join(f"&{k}={quote(v, safe='')}" for k, v in extra.items() if v)
+        auth = ""
+        if self.kafka_sasl_user:
+            auth = quote(self.kafka_sasl_user, safe="")
+            auth += f":{quote(self.kafka_sasl_password, safe='')}@"
+        topic = quote(self.topic_name, safe="")
+        return f"kafka://{auth}{addrs.replace(' ', '')}/{topic}?{query}"
 
     def effective_password(self) -> str:
         """``encrypted_password`` decrypted when set, else ``password`` (DecryptError)."""
@@ -404,15 +465,7 @@ class SyncerConfig:
             where = os.path.abspath(to.dir or data_dir)
             return f"file://{where}?retention-time={to.retention_time}"
         if kind == "kafka":
-            addrs = to.kafka_addrs
-            if addrs == "127.0.0.1:9092":
-                addrs = os.environ.get("KAFKA_ADDRS", addrs)
-            query = (
-                f"kafka-version={quote(to.kafka_version)}&kafka-max-messages={to.kafka_max_messages}"
-                f"&kafka-max-message-size={to.kafka_max_message_size}"
-                f"&kafka-client-id={quote(to.kafka_client_id)}"
-            )
-            return f"kafka://{addrs.replace(' ', '')}/{quote(to.topic_name, safe='')}?{query}"
+            return to.kafka_url()
         if kind == "sqlite":
             return "sqlite://" + os.path.abspath(to.path or os.path.join(data_dir, "downstream.db"))
         return f"{kind}://"

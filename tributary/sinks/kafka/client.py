@@ -1,0 +1,135 @@
+"""aiokafka at the edge: producers and consumers from ``KafkaSettings``, reading a partition's
+last record, and the compacted checkpoint topic of the exactly-once mode.
+
+Reading the last record scans backwards in growing windows from the end, because the last
+offsets may hold no record a reader sees: transaction markers (exactly-once mode), records of
+aborted transactions (skipped under ``read_committed``) or other clusters' checkpoint keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
+
+from tributary.sinks.kafka.options import KafkaSettings
+from tributary.sinks.port import SinkError
+
+_WINDOW = 16
+
+
+def unreachable(settings: KafkaSettings, e: BaseException) -> SinkError:
+    return SinkError(
+        f"kafka sink: cannot reach the brokers {','.join(settings.brokers)}: {e!r}", retriable=True
+    )
+
+
+async def start_producer(settings: KafkaSettings, **extra: Any) -> AIOKafkaProducer:
+    """An idempotent producer waiting for all in-sync replicas (tidb-binlog's WaitForAll)."""
+    producer = AIOKafkaProducer(
+        **settings.client_kwargs(),
+        acks="all",
+        enable_idempotence=True,
+        max_request_size=settings.max_message_size,
+        **extra,
+    )
+    try:
+        await producer.start()
+    except KafkaError as e:
+        await producer.stop()
+        raise unreachable(settings, e) from e
+    return producer
+
+
+def consumer(settings: KafkaSettings, *, committed: bool = False) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(
+        **settings.client_kwargs(),
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=settings.max_message_size,
+        fetch_max_bytes=settings.max_message_size,
+        isolation_level="read_committed" if committed else "read_uncommitted",
+    )
+
+
+async def last_value(
+    settings: KafkaSettings,
+    topic: str,
+    *,
+    partition: int = 0,
+    committed: bool = False,
+    key: bytes | None = None,
+) -> bytes | None:
+    """The value of the last record of ``topic``'s ``partition`` (with ``key``, if given) a
+    reader sees; None if there is none or the topic is absent."""
+    wanted: Callable[[Any], bool] = (
+        (lambda m: m.value is not None) if key is None else (lambda m: m.key == key)
+    )
+    c = consumer(settings, committed=committed)
+    await c.start()
+    try:
+        if topic not in await c.topics():
+            return None
+        tp = TopicPartition(topic, partition)
+        c.assign([tp])
+        hi = (await c.end_offsets([tp]))[tp]
+        begin = (await c.beginning_offsets([tp]))[tp]
+        window = _WINDOW
+        while hi > begin:
+            lo = max(begin, hi - window)
+            found = await _scan(c, tp, lo, hi, wanted, settings.ack_timeout)
+            if found is not None:
+                return found
+            hi, window = lo, window * 4
+        return None
+    finally:
+        await c.stop()
+
+
+async def _scan(
+    c: AIOKafkaConsumer,
+    tp: TopicPartition,
+    lo: int,
+    hi: int,
+    wanted: Callable[[Any], bool],
+    patience: float,
+) -> bytes | None:
+    """The value of the last wanted record in offsets [lo, hi)."""
+    c.seek(tp, lo)
+    found: bytes | None = None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience
+    while await c.position(tp) < hi:
+        if loop.time() > deadline:
+            raise SinkError(f"kafka sink: cannot read {tp.topic} up to offset {hi}", retriable=True)
+        batch = await c.getmany(tp, timeout_ms=500)
+        for m in batch.get(tp, []):
+            if m.offset < hi and wanted(m):
+                found = m.value
+    return found
+
+
+async def ensure_compacted(settings: KafkaSettings, topic: str) -> None:
+    """Create ``topic`` (one partition, compacted, replicated on up to 3 brokers) if absent."""
+    admin = AIOKafkaAdminClient(**settings.client_kwargs())
+    await admin.start()
+    try:
+        if topic in await admin.list_topics():
+            return
+        brokers = len((await admin.describe_cluster())["brokers"])
+        new = NewTopic(
+            topic, 1, min(3, max(1, brokers)), topic_configs={"cleanup.policy": "compact"}
+        )
+        response = await admin.create_topics([new])
+        for name, code, *rest in response.topic_errors:
+            if code not in (0, TopicAlreadyExistsError.errno):
+                raise SinkError(
+                    f"kafka sink: cannot create the checkpoint topic {name}: "
+                    f"{for_code(code).__name__} {rest}",
+                    retriable=bool(for_code(code).retriable),
+                )
+    finally:
+        await admin.close()
