@@ -34,8 +34,8 @@ class CanalRebuilder:
         )
         await consumer.start()
         try:
-            while self.topic not in await consumer.topics() and not stop.is_set():
-                await asyncio.sleep(0.2)  # noqa: ASYNC110 (polls the broker)
+            while self.topic not in await consumer.topics() and not stop.is_set():  # noqa: ASYNC110
+                await asyncio.sleep(0.2)
             parts = await partitions(self.bootstrap, self.topic)
             tps = [TopicPartition(self.topic, p) for p in sorted(parts)]
             consumer.assign(tps)
