@@ -1,20 +1,20 @@
 """Kafka downstream: tidb-binlog's secondary binlog (``slave.binlog``), one message per transaction.
 
 ``secondary`` converts transactions to and from the messages; ``sink`` is the ``kafka://`` sink
-(aiokafka, imported only when a Kafka sink is opened: install the ``kafka`` extra).
+(aiokafka, imported only when a Kafka sink is opened: install the ``kafka`` extra). A URL with
+``protocol=canal-json`` opens TiCDC's canal-json sink instead (``canal``, ``canal_sink``;
+``protocols`` dispatches).
 """
 
 from __future__ import annotations
 
 from urllib.parse import SplitResult
 
-from tributary.sinks.port import Sink, SinkError, SinkOptions
+from tributary.sinks.port import Sink, SinkOptions
 
 
 async def open_url(url: SplitResult, options: SinkOptions) -> Sink:
     """The ``kafka://`` opener for ``sinks.registry``."""
-    try:
-        from tributary.sinks.kafka import sink
-    except ImportError as e:  # aiokafka is an extra
-        raise SinkError(f"kafka sink needs aiokafka (pip install 'tributary[kafka]'): {e}") from e
-    return await sink.open_url(url, options)
+    from tributary.sinks.kafka import protocols
+
+    return await protocols.open_url(url, options)

@@ -1,0 +1,7 @@
+"""``python -m services.arbiter`` runs ``binlog-arbiter``."""
+
+import sys
+
+from services.arbiter.cli import main
+
+sys.exit(main())
