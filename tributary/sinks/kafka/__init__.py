@@ -14,7 +14,7 @@ from tributary.sinks.port import Sink, SinkOptions
 
 
 async def open_url(url: SplitResult, options: SinkOptions) -> Sink:
-    """The ``kafka://`` opener for ``sinks.registry``."""
+    """The ``kafka://`` opener for ``sinks.schemes``."""
     from tributary.sinks.kafka import protocols
 
     return await protocols.open_url(url, options)

@@ -200,7 +200,7 @@ async def last_commit_ts(settings: KafkaSettings) -> int | None:
 
 
 async def open_url(url: SplitResult, options: SinkOptions) -> Sink:
-    """The ``kafka://`` opener for ``sinks.registry``."""
+    """The ``kafka://`` opener (tidb-binlog protocol) for ``sinks.kafka.protocols``."""
     settings = parse_url(url, options.cluster_id)
     if settings.exactly_once:
         from tributary.sinks.kafka.exactly_once import ExactlyOnceKafkaSink
