@@ -24,6 +24,7 @@ from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind
+from tributary.settings import ListenSettings
 from tributary.tso.pd_client import PdClient, get_members
 
 pytestmark = [pytest.mark.etcd, pytest.mark.timeout(300)]
@@ -57,7 +58,7 @@ async def test_pump_binlogctl_drainer_take_cluster_id_and_timestamps_from_pd(
             # a drainer with initial-commit-ts = -1 starts at PD's time now
             cfg = dataclasses.replace(
                 DrainerConfig(),
-                addr="127.0.0.1:0",
+                listen=ListenSettings("127.0.0.1:0"),
                 data_dir=str(tmp_path / "drainer"),
                 pd_urls=(pd_url,),
                 initial_commit_ts=-1,
