@@ -37,7 +37,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_service("binlog-cdc server", CaptureConfig, "CDC", serve, args[1:])
     if args[:1] == ["cli"]:
         return _cli(args[1:])
-    print("usage: binlog-cdc server [flags] | binlog-cdc cli <command>", file=sys.stderr)
+    usage = "usage: binlog-cdc server [flags] | binlog-cdc cli <command>"
+    if args[:1] in (["-h"], ["--help"]):
+        print(usage)
+        return 0
+    print(usage, file=sys.stderr)
     return 2
 
 
