@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.k8s import CHART, eventually
-from tests.support.k8snode import KubeNode
+from tests.support.k8snode import KubeNode, wait_pod_phase
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -64,8 +67,72 @@ def ready_pods(node: KubeNode, ns: str, selector: str) -> list[str]:
     )
 
 
-def test_helm_install_apply_scale_and_delete_a_binlog_cluster(kube_node: KubeNode) -> None:
+def run_pod(node: KubeNode, ns: str, name: str, args: list[str], **spec: Any) -> None:
+    """A pod of the product image running ``args`` (``$(POD_IP)`` is the pod's address)."""
+    container = {
+        "name": name,
+        "image": node.image,
+        "imagePullPolicy": "Never",
+        "args": args,
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "volumeMounts": spec.pop("mounts", []),
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"containers": [container], **spec},
+    }
+    node.kubectl("apply", "-f", "-", input=json.dumps(pod))
+
+
+def write_bank(node: KubeNode, ns: str, name: str, upstream: Path, txns: int, seed: int) -> None:
+    """``binlog-workload`` in a pod: bank transactions into a SQLite upstream on the host (a
+    hostPath volume) and, through the pump client, into the pumps it finds in etcd."""
+    run_pod(
+        node,
+        ns,
+        name,
+        ["binlog-workload", "--kind", "bank", "--upstream", "sqlite:///upstream/up.db",
+         "--pd-urls", ETCD, "--txns", str(txns), "--writers", "4", "--seed", str(seed),
+         "--accounts", "50"],
+        restartPolicy="Never",
+        mounts=[{"name": "upstream", "mountPath": "/upstream"}],
+        volumes=[{"name": "upstream", "hostPath": {"path": str(upstream), "type": "Directory"}}],
+    )  # fmt: skip
+    pod = wait_pod_phase(node, ns, name, {"Succeeded", "Failed"}, within=600)
+    logs = node.kubectl("logs", name, "-n", ns).stdout
+    assert pod["status"]["phase"] == "Succeeded", logs
+
+
+def host_path_of_claim(node: KubeNode, ns: str, claim: str) -> Path:
+    pvc = node.get("pvc", claim, "-n", ns)
+    pv = node.get("pv", pvc["spec"]["volumeName"])
+    return Path(pv["spec"]["hostPath"]["path"])
+
+
+def downstream_equal(upstream: Path, downstream: Path) -> str | None:
+    """The checker's report when both sides are equal, else None."""
+    if not downstream.exists():
+        return None
+    done = subprocess.run(
+        [sys.executable, "-m", "tributary.checker", "-u", f"sqlite://{upstream}",
+         "-d", f"sqlite://{downstream}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    return done.stdout or "equal" if done.returncode == 0 else None
+
+
+def test_helm_install_apply_scale_and_delete_a_binlog_cluster(
+    kube_node: KubeNode, tmp_path: Path
+) -> None:
     node, ns, name = kube_node, "demo", "demo"
+    upstream_dir = tmp_path / "upstream"
+    upstream_dir.mkdir()
+    upstream_dir.chmod(0o777)  # the workload pod runs as the image's user
+    upstream = upstream_dir / "up.db"
     node.helm(
         "install", RELEASE, str(CHART), "--namespace", SYSTEM_NS, "--create-namespace",
         "--set", "etcd.enabled=true", "--set", f"etcd.image={node.image}",
@@ -101,11 +168,35 @@ def test_helm_install_apply_scale_and_delete_a_binlog_cluster(kube_node: KubeNod
         every=3,
     )
 
+    # a timestamp oracle for the writers (the BinlogCluster has none: TiDB or PD is the clock)
+    run_pod(
+        node,
+        ns,
+        "tso",
+        ["binlog-tso", "--pd-urls", ETCD, "--addr", "0.0.0.0:8240",
+         "--advertise-addr", "$(POD_IP):8240"],
+    )  # fmt: skip
+    write_bank(node, ns, "bank-1", upstream_dir, txns=200, seed=1)
+    downstream = host_path_of_claim(node, ns, f"data-{name}-drainer-lite-0") / "downstream.db"
+    eventually(
+        lambda: downstream_equal(upstream, downstream),
+        "the downstream equal to the upstream",
+        within=300,
+        every=3,
+    )
+
     node.kubectl("scale", f"bc/{name}", "--replicas=3", "-n", ns)
     eventually(lambda: online(list(pumps)), "the third pump online", within=300, every=3)
     eventually(
         lambda: ready_pods(node, ns, PUMP_PODS) == list(pumps),
         "three pump pods ready",
+        within=300,
+        every=3,
+    )
+    write_bank(node, ns, "bank-2", upstream_dir, txns=200, seed=2)
+    eventually(
+        lambda: downstream_equal(upstream, downstream),
+        "the downstream equal after writes through three pumps",
         within=300,
         every=3,
     )
@@ -120,6 +211,13 @@ def test_helm_install_apply_scale_and_delete_a_binlog_cluster(kube_node: KubeNod
 
     eventually(scaled_down, "pumps 1 and 2 offline and their pods gone", within=600, every=3)
     assert states(node, "pumps")[pumps[0]] == "online"
+    write_bank(node, ns, "bank-3", upstream_dir, txns=100, seed=3)
+    eventually(
+        lambda: downstream_equal(upstream, downstream),
+        "the downstream equal after the scale-down",
+        within=300,
+        every=3,
+    )
 
     node.kubectl("delete", "bc", name, "-n", ns, "--wait=true", "--timeout=300s", timeout=360)
     eventually(
