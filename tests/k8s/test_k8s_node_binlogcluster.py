@@ -211,10 +211,23 @@ def test_helm_install_apply_scale_and_delete_a_binlog_cluster(
 
     eventually(scaled_down, "pumps 1 and 2 offline and their pods gone", within=600, every=3)
     assert states(node, "pumps")[pumps[0]] == "online"
+
+    # the drainer killed without a grace period resumes from its checkpoint
+    uid = node.get("pod", drainer, "-n", ns)["metadata"]["uid"]
+    node.kubectl("delete", "pod", drainer, "-n", ns, "--grace-period=0", "--force")
+    eventually(
+        lambda: (
+            ready_pods(node, ns, "binlog.io/drainer=lite") == [drainer]
+            and node.get("pod", drainer, "-n", ns)["metadata"]["uid"] != uid
+        ),
+        "the drainer's pod back",
+        within=300,
+        every=3,
+    )
     write_bank(node, ns, "bank-3", upstream_dir, txns=100, seed=3)
     eventually(
         lambda: downstream_equal(upstream, downstream),
-        "the downstream equal after the scale-down",
+        "the downstream equal after the scale-down and the drainer's restart",
         within=300,
         every=3,
     )
