@@ -3,6 +3,7 @@ cluster (scripts/k8s-node, ``kube_node``): every console script and the operator
 
 from __future__ import annotations
 
+import json
 import tomllib
 
 import pytest
@@ -36,3 +37,69 @@ def test_every_console_script_and_the_operator_start_in_the_image(kube_node: Kub
     assert "FAIL" not in logs, logs
     for s in [*checks, "binlog_operator"]:
         assert f"ok {s}" in logs.splitlines(), logs
+
+
+SPARK_PROBE = """
+import os
+from pyspark.sql import SparkSession
+ip = os.environ["POD_IP"]
+spark = (
+    SparkSession.builder.master("k8s://https://kubernetes.default.svc")
+    .config("spark.kubernetes.namespace", os.environ["NAMESPACE"])
+    .config("spark.kubernetes.container.image", os.environ["IMAGE"])
+    .config("spark.kubernetes.container.image.pullPolicy", "Never")
+    .config("spark.kubernetes.executor.podNamePrefix", "probe")
+    .config("spark.executor.instances", "2")
+    .config("spark.executor.memory", "512m")
+    .config("spark.driver.host", ip)
+    .config("spark.driver.bindAddress", ip)
+    .config("spark.ui.enabled", "false")
+    .getOrCreate()
+)
+rows = spark.sparkContext.parallelize(range(1000), 4).map(lambda x: 2 * x).sum()
+executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+print("SUM", rows, "EXECUTORS", executors)
+spark.stop()
+"""
+
+
+def test_spark_executors_run_as_pods_of_the_image(kube_node: KubeNode) -> None:
+    """A client-mode driver in a pod starts executor pods of the image (its entrypoint's
+    ``executor`` mode), they run the job's tasks, and they are gone when the driver stops."""
+    node, ns = kube_node, "spark-check"
+    node.kubectl("create", "namespace", ns)
+    node.kubectl(
+        "create", "rolebinding", "driver", "-n", ns, "--clusterrole=edit",
+        f"--serviceaccount={ns}:default",
+    )  # fmt: skip
+    env = [
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "NAMESPACE", "value": ns},
+        {"name": "IMAGE", "value": node.image},
+    ]
+    driver = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "driver", "namespace": ns},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "driver",
+                    "image": node.image,
+                    "imagePullPolicy": "Never",
+                    "env": env,
+                    "command": ["python3", "-c", SPARK_PROBE],
+                }
+            ],
+        },
+    }
+    node.kubectl("apply", "-f", "-", input=json.dumps(driver))
+    pod = wait_pod_phase(node, ns, "driver", {"Succeeded", "Failed"}, within=600)
+    logs = node.kubectl("logs", "driver", "-n", ns).stdout
+    assert pod["status"]["phase"] == "Succeeded", logs[-4000:]
+    (line,) = [x for x in logs.splitlines() if x.startswith("SUM ")]
+    sum_, executors = int(line.split()[1]), int(line.split()[3])
+    assert sum_ == 999000 and executors >= 1, logs[-4000:]
+    left = node.get("pods", "-n", ns, "-l", "spark-role=executor") or {"items": []}
+    assert not [p for p in left["items"] if not p["metadata"].get("deletionTimestamp")]
