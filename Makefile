@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint type proto fmt clean
+.PHONY: demo test bench lint type proto fmt clean k8s-up k8s-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,13 @@ proto: $(STAMP)
 fmt: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# A one-node Kubernetes cluster whose pods run, with the product image (docs/kubernetes.md); root.
+k8s-up: $(STAMP)
+	PATH=$(BIN):$$PATH scripts/k8s-node up $$(PATH=$(BIN):$$PATH scripts/k8s-image)
+
+k8s-down:
+	scripts/k8s-node down
 
 clean:
 	rm -rf $(VENV) .tox build *.egg-info

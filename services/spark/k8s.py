@@ -15,8 +15,9 @@ account). The rules cover the two clients that act as it:
   config maps, and lists the staging claim (mounted, never created).
 
 No secrets (the sink URL reaches the driver as a ``secretKeyRef`` the kubelet resolves) and
-nothing outside the namespace. The product image carries the jobs under ``/app`` and the
-MariaDB JDBC jar at ``IMAGE_JAR``.
+nothing outside the namespace. The product image has the project installed (the jobs are the
+installed ``services.spark`` modules; the Dockerfile links their directory at ``JOBS_DIR``, so the
+path does not depend on the image's Python version) and the MariaDB JDBC jar at ``IMAGE_JAR``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 from tributary.image import IMAGE_UID
 
 IMAGE_JAR = "/opt/tributary/jars/mariadb-java-client.jar"
-APP_ROOT = "/app"
+JOBS_DIR = "/opt/tributary/spark-jobs"  # the image's services/spark package directory
 STAGING_MOUNT = "/staging"
 CONTAINER = "spark"
 
@@ -81,11 +82,10 @@ class K8sSubmission:
 
 def pod_template(sub: K8sSubmission) -> dict[str, Any]:
     """The pod template (driver and executors alike): service account, non-root user, the
-    staging volume, the product's labels, ``PYTHONPATH`` (set here only: a second definition
-    through ``spark.*Env`` would duplicate the variable in the pod)."""
+    staging volume, the product's labels. No ``PYTHONPATH``: the image's Python has the project
+    installed, and its ``python3`` is the one first on ``PATH`` (what the executors start)."""
     container: dict[str, Any] = {
         "name": CONTAINER,
-        "env": [{"name": "PYTHONPATH", "value": APP_ROOT}],
         "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True},
     }
     spec: dict[str, Any] = {
@@ -146,7 +146,7 @@ def submit_args(
     argv = ["spark-submit", "--master", sub.master, "--deploy-mode", "cluster", "--name", name]
     for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
-    return [*argv, f"local://{APP_ROOT}/services/spark/{job}.py", *job_args]
+    return [*argv, f"local://{JOBS_DIR}/{job}.py", *job_args]
 
 
 def client_conf(

@@ -203,10 +203,13 @@ def test_spark_submit_creates_the_driver_pod_as_the_spark_account(
     assert spec["securityContext"]["runAsUser"] == IMAGE_UID
     (c,) = [c for c in spec["containers"] if c["name"] == CONTAINER]
     assert c["image"] == IMAGE
-    assert c["args"][-3:] == ["local:///app/services/spark/catchup.py", "--staging", "/staging/r1"]
+    assert c["args"][-3:] == [
+        "local:///opt/tributary/spark-jobs/catchup.py",
+        "--staging",
+        "/staging/r1",
+    ]
     env = {e["name"]: e for e in c["env"]}
-    assert [e["name"] for e in c["env"]].count("PYTHONPATH") == 1
-    assert env["PYTHONPATH"]["value"] == "/app"
+    assert "PYTHONPATH" not in env  # the project is installed in the image
     assert env["CATCHUP_SINK_URL"]["valueFrom"]["secretKeyRef"] == {
         "name": "downstream",
         "key": "sink-url",

@@ -38,7 +38,7 @@ def test_submit_args_run_the_job_in_cluster_mode_with_the_template() -> None:
         "cu",
         "--conf",
     ]
-    assert argv[-3:] == ["local:///app/services/spark/catchup.py", "--staging", "/staging/r1"]
+    assert argv[-3:] == ["local:///opt/tributary/spark-jobs/catchup.py", "--staging", "/staging/r1"]
     conf = conf_of(argv)
     assert conf["spark.kubernetes.namespace"] == "data"
     assert conf["spark.kubernetes.container.image"] == "registry.local/tributary:1.0"
@@ -97,7 +97,7 @@ def test_submission_credentials_and_waiting_are_rendered_only_when_given() -> No
     plain = conf_of(submit_args(SUB, "catchup", [], "/t.yaml", name="cu"))
     assert plain["spark.kubernetes.submission.waitAppCompletion"] == "true"
     assert not any(k.startswith("spark.kubernetes.authenticate.submission.") for k in plain)
-    assert not any(k.endswith("Env.PYTHONPATH") for k in plain)  # the template sets it once
+    assert not any(k.endswith("Env.PYTHONPATH") for k in plain)  # the image has it installed
     sub = K8sSubmission(
         "https://a:6443",
         "ns",
@@ -111,4 +111,4 @@ def test_submission_credentials_and_waiting_are_rendered_only_when_given() -> No
     assert conf["spark.kubernetes.authenticate.submission.oauthTokenFile"] == "/token"
     assert conf["spark.kubernetes.submission.waitAppCompletion"] == "false"
     (container,) = pod_template(sub)["spec"]["containers"]
-    assert container["env"] == [{"name": "PYTHONPATH", "value": "/app"}]
+    assert "env" not in container  # no PYTHONPATH: the project is installed in the image
