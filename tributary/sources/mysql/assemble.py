@@ -24,13 +24,14 @@ DDL SourceTxn at ``b.000001:720@0-1-8``.
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import dataclass
 
 from tributary.change import Ddl, RowChange, TableFilter, Txn
 from tributary.sources.mysql import ddl as ddlparse
 from tributary.sources.mysql import events as ev
 from tributary.sources.mysql import payload
-from tributary.sources.mysql.errors import MalformedEvent
+from tributary.sources.mysql.errors import MalformedEvent, SourceError
 from tributary.sources.mysql.position import Position
 from tributary.sources.mysql.rows import decode_rows, rows_table_id
 from tributary.sources.mysql.schema import CompiledTable, SchemaTracker
@@ -74,6 +75,16 @@ class Assembler:
         self.events = 0
 
     def feed(self, raw: bytes) -> SourceTxn | None:
+        """One raw event; a truncated or garbled one is a ``MalformedEvent`` naming it."""
+        try:
+            return self._feed(raw)
+        except SourceError:
+            raise
+        except (IndexError, ValueError, struct.error) as e:
+            tp = ev.name(raw[4]) if len(raw) > 4 else "event"
+            raise MalformedEvent(f"cannot read {tp} after {self.file}:{self.pos}: {e!r}") from e
+
+    def _feed(self, raw: bytes) -> SourceTxn | None:
         self.events += 1
         tp = raw[4]
         if tp == ev.FORMAT_DESCRIPTION_EVENT:
