@@ -71,7 +71,14 @@ def render_text(result: Result, tz: tzinfo | None = None) -> str:
             hint = f" ({hidden} offline hidden; add --show-offline-nodes)" if hidden else ""
             if not nodes:
                 return f"no {'online ' if hidden else ''}{kind.value} registered{hint}"
-            return node_table(nodes, tz) + (f"\n{hint.strip(' ()')}" if hint else "")
+            stuck = "".join(
+                f"\n{n.node_id}: {len(n.stuck_prewrites)} prewrites stuck past max-txn-timeout"
+                f" (start ts {', '.join(map(str, n.stuck_prewrites[:10]))}"
+                f"{', ...' if len(n.stuck_prewrites) > 10 else ''})"
+                for n in nodes
+                if n.stuck_prewrites
+            )
+            return node_table(nodes, tz) + stuck + (f"\n{hint.strip(' ()')}" if hint else "")
         case StateUpdated(kind=kind, before=before, after=after):
             return (
                 f"{singular(kind)} {after.node_id}: state {before.state.value} -> "

@@ -41,6 +41,26 @@ def _error(e: Exception) -> ApiError:
     return ApiError(status, str(e), error_msg=str(e), error_code=code)
 
 
+_CREATE_KEYS = frozenset(
+    {"changefeed_id", "sink_uri", "namespace", "start_ts", "target_ts", "source_position"}
+    | {"replica_config", "config"}
+)
+_UPDATE_KEYS = frozenset({"sink_uri", "target_ts", "replica_config", "config"})
+_RESUME_KEYS = frozenset({"overwrite_checkpoint_ts", "overwrite_source_position"})
+
+
+def _known(body: dict[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+    """Refuse, by name, any body key this endpoint would otherwise ignore."""
+    unknown = sorted(k for k in body if k not in allowed)
+    if unknown:
+        raise ApiError(
+            400,
+            f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}"
+            f" (accepted: {', '.join(sorted(allowed))})",
+        )
+    return body
+
+
 def _int(body: dict[str, Any], key: str) -> int:
     value = body.get(key) or 0
     if not isinstance(value, int) or value < 0:
@@ -53,7 +73,7 @@ def _config(body: dict[str, Any]) -> ReplicaConfig | None:
     if raw is None:
         return None
     try:
-        return ReplicaConfig.from_dict(raw)
+        return ReplicaConfig.from_dict(raw, strict=True)
     except CaptureError as e:
         raise BadRequest(str(e)) from e
 
@@ -138,7 +158,7 @@ def routes(
 
     @r.post("/api/v2/changefeeds")
     async def create(req: web.Request) -> web.Response:
-        body = await _body(req)
+        body = _known(await _body(req), _CREATE_KEYS)
         cf_id, sink_uri = body.get("changefeed_id"), body.get("sink_uri")
         if not isinstance(cf_id, str) or not isinstance(sink_uri, str) or not sink_uri:
             raise ApiError(400, "changefeed_id and sink_uri are required strings")
@@ -177,7 +197,7 @@ def routes(
 
     @r.put("/api/v2/changefeeds/{id}")
     async def put(req: web.Request) -> web.Response:
-        body = await _body(req)
+        body = _known(await _body(req), _UPDATE_KEYS)
         sink_uri = body.get("sink_uri")
         if sink_uri is not None and (not isinstance(sink_uri, str) or not sink_uri):
             raise ApiError(400, "sink_uri must be a non-empty string")
@@ -193,7 +213,7 @@ def routes(
 
     @r.post("/api/v2/changefeeds/{id}/resume")
     async def resume(req: web.Request) -> web.Response:
-        body = await _body(req)
+        body = _known(await _body(req), _RESUME_KEYS)
         ts = _int(body, "overwrite_checkpoint_ts")
         position = body.get("overwrite_source_position") or ""
         if not isinstance(position, str):

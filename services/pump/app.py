@@ -33,7 +33,14 @@ from services.pump.metrics import PumpMetrics
 from services.pump.offline import check_marker, write_marker
 from services.pump.pullwire import PullCodec
 from services.pump.state import Action, PumpState
-from services.pump.storage import RollbackResolver, Storage, StorageSettings, wall_clock_ts
+from services.pump.storage import (
+    Resolver,
+    RollbackResolver,
+    Storage,
+    StorageSettings,
+    WaitResolver,
+    wall_clock_ts,
+)
 from tributary.config.pump import PumpConfig
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.etcd_relay import EtcdRelay
@@ -82,6 +89,13 @@ def storage_settings(cfg: PumpConfig) -> StorageSettings:
     )
 
 
+def resolver_for(cfg: PumpConfig) -> Resolver:
+    """``[storage] stuck-prewrite-action``: wait (default, loses nothing) or rollback."""
+    if cfg.storage.stuck_prewrite_action == "rollback":
+        return RollbackResolver()
+    return WaitResolver()
+
+
 @dataclass
 class Pump:
     """The parts of one running pump, as built by :func:`serve`."""
@@ -104,6 +118,7 @@ class Pump:
             state or self.state.state,
             self.storage.max_commit_ts,
             self.latest_ts(),
+            tuple(self.storage.stats.stuck_prewrites),
         )
 
     async def record(self, state: NodeState | None = None) -> None:
@@ -226,7 +241,7 @@ async def serve(
                 approach = ApproachTs()
                 tso, latest_ts = approach.observing(tso), approach.approach
             storage = await stack.enter_async_context(
-                Storage.open(data_dir, storage_settings(cfg), RollbackResolver(), latest_ts)
+                Storage.open(data_dir, storage_settings(cfg), resolver_for(cfg), latest_ts)
             )
             state = PumpState(NodeState.OFFLINE)
             intake = Intake(storage, state, cfg.max_message_size)

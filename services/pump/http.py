@@ -71,8 +71,21 @@ def routes(
     @r.get("/status")
     async def status(_: web.Request) -> web.Response:
         pumps = {p.node_id: _status_doc(p.to_json()) for p in await registry.list(NodeKind.PUMP)}
+        stuck = list(storage.stats.stuck_prewrites)
+        err = (
+            f"{len(stuck)} prewrites waiting past max-txn-timeout for their commit "
+            f"(oldest start ts {stuck[0]}); the max commit ts waits behind them"
+            if stuck
+            else ""
+        )
         return json_response(
-            {"status": pumps, "CommitTS": latest_ts(), "Checkpoint": {}, "ErrMsg": ""}
+            {
+                "status": pumps,
+                "CommitTS": latest_ts(),
+                "Checkpoint": {},
+                "ErrMsg": err,
+                "StuckPrewrites": stuck,
+            }
         )
 
     add_state_route(r, "pump", node_id, state.request)

@@ -186,7 +186,12 @@ async def wait_safe_to_offline(
 
 
 def status_of(
-    node_id: str, addr: str, state: NodeState, max_commit_ts: int, update_ts: int
+    node_id: str,
+    addr: str,
+    state: NodeState,
+    max_commit_ts: int,
+    update_ts: int,
+    stuck_prewrites: tuple[int, ...] = (),
 ) -> NodeStatus:
     return NodeStatus(
         node_id=node_id,
@@ -195,4 +200,5 @@ def status_of(
         is_alive=state is NodeState.ONLINE,
         max_commit_ts=max_commit_ts,
         update_ts=update_ts,
+        stuck_prewrites=stuck_prewrites,
     )

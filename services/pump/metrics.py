@@ -51,6 +51,16 @@ class PumpMetrics(Metrics):
             ("outcome",),
             subsystem=STORAGE,
         )
+        self.stuck = self.gauge(
+            "stuck_prewrites",
+            "prewrites waiting past max-txn-timeout for their commit (the max commit ts waits)",
+            subsystem=STORAGE,
+        )
+        self.oldest_stuck = self.gauge(
+            "oldest_stuck_prewrite_start_ts",
+            "start ts of the oldest stuck prewrite (0: none)",
+            subsystem=STORAGE,
+        )
         self.purge_alert = self.counter(
             "detected_drainer_binlog_purge",
             "times a drainer's checkpoint was found near or behind the GC ts",
@@ -70,3 +80,5 @@ class PumpMetrics(Metrics):
         for outcome, n in stats.resolved.items():
             self.resolved.labels(outcome).set(n)
         self.written.set(written)
+        self.stuck.set(len(stats.stuck_prewrites))
+        self.oldest_stuck.set(stats.stuck_prewrites[0] if stats.stuck_prewrites else 0)

@@ -78,6 +78,10 @@ class Sorter:
     def queued(self) -> int:
         return len(self._queue)
 
+    def waiting(self) -> list[int]:
+        """start_ts of every stored prewrite still waiting for its commit/rollback, sorted."""
+        return sorted(self._waiting)
+
     def all_matched(self) -> bool:
         """True when no stored prewrite is waiting for its commit/rollback."""
         return not self._waiting

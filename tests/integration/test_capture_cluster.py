@@ -241,3 +241,29 @@ async def test_cluster_failover_cli_and_restart(
 
     c.cli("changefeed", "remove", "-c", "cf-1")
     assert c.cli("changefeed", "list")["items"] == []
+
+
+async def test_unknown_changefeed_config_keys_are_refused_by_name(
+    captures: tuple[Captures, MariaDBServer, MariaDBServer], tmp_path: Path
+) -> None:
+    c, _up, down = captures
+    c.start("c0")
+    await _wait_owner(c, 60)
+    toml = tmp_path / "cf.toml"
+    toml.write_text('case-sensitive = true\nmemory-quota = 1\n[filter]\nrules = ["shop.*"]\n')
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "services.capture", "cli", "--server", c.any_server(),
+         "changefeed", "create", "-c", "cf-x", "--sink-uri", down.dsn(), "--config", str(toml)],
+        cwd=ROOT, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert "config.memory-quota" in (out.stdout + out.stderr).decode()
+    body = {"changefeed_id": "cf-y", "sink_uri": down.dsn(), "sink-uri": "typo"}
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(f"http://{c.any_server()}/api/v2/changefeeds", json=body) as r,
+    ):
+        assert r.status == 400
+        assert "'sink-uri'" in await r.text()
+    assert c.cli("changefeed", "list")["items"] == []

@@ -338,3 +338,85 @@ async def test_unreachable_server_is_retriable(server: MariaDBServer) -> None:
     with pytest.raises(SourceError) as caught:
         await current_position(cfg)
     assert caught.value.retriable
+
+
+async def test_a_compressed_transaction_payload_gives_the_same_rows(
+    server: MariaDBServer, db: str
+) -> None:
+    """MySQL's type-40 payload built around real MariaDB events: the rows, positions and ts
+    read through it equal those of the plain events it wraps."""
+    from tests.support.binlog_payload import file_events, payload_event, without_crc
+    from tributary.sources.mysql import events as ev
+    from tributary.sources.mysql.assemble import Assembler
+    from tributary.sources.mysql.schema import SchemaTracker
+    from tributary.sources.mysql.server import inspect
+
+    cfg = config(server, filter=only(db))
+    await run(server, db, "CREATE TABLE p (id int PRIMARY KEY, v varchar(20), j json)")
+    start = await current_position(cfg)
+    await run(
+        server,
+        db,
+        "BEGIN",
+        "INSERT INTO p VALUES (1, 'one', '[1]'), (2, 'two', NULL)",
+        "UPDATE p SET v = 'deux' WHERE id = 2",
+        "DELETE FROM p WHERE id = 1",
+        "COMMIT",
+    )
+    end = await current_position(cfg)
+    data = (server.base / "binlog" / start.file).read_bytes()
+    events = file_events(data)
+    fde = bytearray(events[0][1])
+    fde[17] &= ~1  # LOG_EVENT_BINLOG_IN_USE_F: set on disk while the file is open, not in CRC
+    txn = [e for off, e in events if start.pos <= off < end.pos]
+    assert txn[0][4] == ev.MARIADB_GTID_EVENT and txn[-1][4] == ev.XID_EVENT
+
+    info = await inspect(cfg)
+    assert info.checksum and not info.compressed
+
+    def assembler() -> Assembler:
+        a = Assembler(
+            Position(start.file, start.pos),
+            0,
+            SchemaTracker(info.charsets),
+            only(db),
+            checksum=True,
+        )
+        assert a.feed(bytes(fde)) is None
+        return a
+
+    def read(evs: list[bytes]) -> list[SourceTxn]:
+        a = assembler()
+        return [t for t in map(a.feed, evs) if t is not None]
+
+    [plain] = read(txn)
+    assert [r.kind for r in plain.txn.rows] == [
+        RowKind.INSERT,
+        RowKind.INSERT,
+        RowKind.UPDATE,
+        RowKind.DELETE,
+    ]
+    inner = [without_crc(e) for e in txn[1:]]
+    head = ev.header(ev.check_crc32(txn[-1]))
+    for compression in (0, 255):
+        wrapped = payload_event(
+            inner, ts=head[0], server_id=head[2], log_pos=head[4], compression=compression
+        )
+        [packed] = read([txn[0], wrapped])
+        assert packed.txn.rows == plain.txn.rows
+        assert (
+            packed.position == plain.position == Position(start.file, end.pos, packed.position.gtid)
+        )
+        assert packed.txn.commit_ts == plain.txn.commit_ts
+
+
+async def test_open_refuses_compressed_mariadb_binlog_events(server: MariaDBServer) -> None:
+    cfg = config(server)
+    server.admin("SET GLOBAL log_bin_compress = ON")
+    try:
+        with pytest.raises(SourceError, match="log_bin_compress") as caught:
+            async with open_source(cfg, await current_position(cfg)):
+                pass
+        assert not caught.value.retriable
+    finally:
+        server.admin("SET GLOBAL log_bin_compress = OFF")

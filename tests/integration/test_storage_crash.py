@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.pump.storage import PulledBinlog, Storage
+from services.pump.storage import PulledBinlog, RollbackResolver, Storage
 from tests.support.pump_binlogs import Clock
 from tests.support.storage_writer import SETTINGS
 from tributary.wire import ts
@@ -85,7 +85,9 @@ async def pull_everything(storage: Storage) -> list[PulledBinlog]:
 
 
 async def check(data_dir: Path, acks: Acks, abandoned: int) -> None:
-    async with Storage.open(data_dir, SETTINGS, latest_ts=FAR_FUTURE) as storage:
+    async with Storage.open(
+        data_dir, SETTINGS, RollbackResolver(), latest_ts=FAR_FUTURE
+    ) as storage:
         if abandoned:
             assert not storage.all_matched()  # at least the abandoned prewrites wait
         # Unfinished transactions time out and are rolled back, so the max moves past them.

@@ -120,3 +120,16 @@ def test_filter_rules() -> None:
         table_filter(["!test.*"])
     with pytest.raises(BadRequest):
         table_filter(["shop"])
+
+
+def test_a_requested_replica_config_refuses_unknown_keys_by_name() -> None:
+    from tributary.cdc.model import ReplicaConfig
+
+    ok = {"case-sensitive": True, "filter": {"rules": ["a.*"], "ignore-txn-start-ts": [5]}}
+    assert ReplicaConfig.from_dict(ok, strict=True) == ReplicaConfig(("a.*",), (5,), True)
+    with pytest.raises(BadRecord, match=r"'config\.mounter', 'config\.filter\.event-filters'"):
+        ReplicaConfig.from_dict({"mounter": {}, "filter": {"event-filters": []}}, strict=True)
+    with pytest.raises(BadRecord, match="must be an object"):
+        ReplicaConfig.from_dict(["x"], strict=True)
+    # A record TiCDC wrote into etcd keeps loading: its extra keys are TiCDC's own.
+    assert ReplicaConfig.from_dict({"memory-quota": 1}) == ReplicaConfig()

@@ -205,3 +205,53 @@ def test_rotate_moves_positions_to_the_next_file() -> None:
     [st] = feed_all(a, [rotate, fde(), query(b"s", b"CREATE DATABASE s", log_pos=300)])
     assert st.position == Position("b.000002", 300)
     assert st.txn.ddl == Ddl("s", "CREATE DATABASE s", "")
+
+
+def test_a_compressed_transaction_payload_is_read_like_its_events() -> None:
+    from tests.support.binlog_payload import payload_event, without_crc
+
+    inner = [table_map(), write_rows((1, b"a"), (2, None)), xid(ts=200)]
+    plain = feed_all(assembler(), [gtid(7, standalone=False), *inner[:2], xid(ts=200, log_pos=900)])
+    for compression in (0, 255):
+        wrapped = payload_event(
+            [without_crc(e) for e in inner], ts=200, log_pos=900, compression=compression
+        )
+        [st] = feed_all(assembler(), [gtid(7, standalone=False), wrapped])
+        assert st.txn.rows == plain[0].txn.rows and len(st.txn.rows) == 2
+        assert st.position == plain[0].position == Position("b.000001", 900, "0-1-7")
+
+
+def test_a_bad_transaction_payload_is_malformed_and_named() -> None:
+    from tests.support.binlog_payload import packed, payload_event, without_crc
+
+    inner = [without_crc(table_map()), without_crc(xid())]
+    with pytest.raises(MalformedEvent, match="compression type 7"):
+        assembler().feed(payload_event(inner, compression=7))
+    good = bytearray(payload_event(inner, checksum=False))
+    cut = bytes(good[:-3])  # truncated zstd frame
+    for raw in (cut, bytes(good[:19]) + packed(1) + packed(1)):
+        a = Assembler(Position("b", 4), 0, SchemaTracker(), TableFilter(), checksum=False)
+        with pytest.raises(MalformedEvent, match="transaction payload"):
+            a.feed(raw)
+    nested = payload_event([without_crc(payload_event(inner))], log_pos=77)
+    with pytest.raises(MalformedEvent, match=r"TRANSACTION_PAYLOAD_EVENT \(40\)"):
+        assembler().feed(nested)
+
+
+def test_event_types_not_understood_stop_the_source_with_their_name() -> None:
+    a = assembler()
+    a.feed(gtid(3, standalone=False))
+    a.feed(table_map())
+    with pytest.raises(MalformedEvent, match=r"XA_PREPARE_LOG_EVENT \(38\) at b.000001:500"):
+        a.feed(event(38, b"\x00" * 8, log_pos=500))
+    with pytest.raises(MalformedEvent, match=r"UNKNOWN_EVENT \(99\)"):
+        assembler().feed(event(99, b"", log_pos=10))
+    with pytest.raises(MalformedEvent, match=r"WRITE_ROWS_COMPRESSED_EVENT_V1 \(166\)"):
+        assembler().feed(event(166, b"", log_pos=10))
+    # Known comments and events flagged LOG_EVENT_IGNORABLE_F pass.
+    b = assembler()
+    ignorable = bytearray(event(99, b"", log_pos=10))
+    ignorable[17] |= ev.IGNORABLE_FLAG
+    ignorable[-4:] = zlib.crc32(bytes(ignorable[:-4])).to_bytes(4, "little")
+    assert b.feed(bytes(ignorable)) is None
+    assert b.feed(event(ev.MARIADB_ANNOTATE_ROWS, b"INSERT ...", log_pos=20)) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from services.pump.storage import (
     PulledBinlog,
     Resolution,
+    RollbackResolver,
     Storage,
     StorageClosed,
     StorageFull,
@@ -171,9 +173,9 @@ async def test_write_after_close_is_refused(tmp_path: Path) -> None:
         assert err.value.retriable
 
 
-async def test_timed_out_prewrite_is_rolled_back_by_the_builtin_resolver(tmp_path: Path) -> None:
+async def test_timed_out_prewrite_is_rolled_back_by_the_rollback_resolver(tmp_path: Path) -> None:
     clock = Clock(ts(0))
-    async with Storage.open(tmp_path, SMALL, latest_ts=clock) as s:
+    async with Storage.open(tmp_path, SMALL, RollbackResolver(), latest_ts=clock) as s:
         await s.write([prewrite(ts(10))])
         await s.write([prewrite(ts(11)), commit(ts(11), ts(12))])
         clock.now = ts(10 + 599)
@@ -185,6 +187,28 @@ async def test_timed_out_prewrite_is_rolled_back_by_the_builtin_resolver(tmp_pat
         assert s.stats.resolved["rolled_back"] == 1
         # The rolled-back transaction has no commit to pull; the other one does.
         assert [b.start_ts for b in await take(s, 0, 1)] == [ts(11)]
+
+
+async def test_by_default_a_timed_out_prewrite_waits_and_is_reported_stuck(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock(ts(0))
+    async with Storage.open(tmp_path, SMALL, latest_ts=clock) as s:
+        await s.write([prewrite(ts(10))])
+        await s.write([prewrite(ts(11)), commit(ts(11), ts(12))])
+        clock.now = ts(10 + 601)
+        with caplog.at_level(logging.ERROR):
+            assert await s.resolve_expired() == 0
+            assert await s.resolve_expired() == 0
+        assert s.max_commit_ts == 0 and not s.all_matched()
+        assert s.stats.stuck_prewrites == [ts(10)] and not s.stats.resolved
+        errors = [r for r in caplog.records if str(ts(10)) in r.getMessage()]
+        assert len(errors) == 1 and errors[0].levelno == logging.ERROR  # once, naming it
+        # The commit comes late: nothing was lost, both transactions pull in order.
+        await s.write([commit(ts(10), ts(13))])
+        await s.resolve_expired()
+        assert s.stats.stuck_prewrites == [] and s.max_commit_ts == ts(13)
+        assert [b.start_ts for b in await take(s, 0, 2)] == [ts(11), ts(10)]
 
 
 class ScriptedResolver:
@@ -275,7 +299,7 @@ async def test_write_items_keep_their_order_within_a_request(storage: Storage) -
 
 async def test_background_upkeep_resolves_timed_out_prewrites(tmp_path: Path) -> None:
     clock = Clock(ts(0))
-    async with Storage.open(tmp_path, SMALL, latest_ts=clock) as s:
+    async with Storage.open(tmp_path, SMALL, RollbackResolver(), latest_ts=clock) as s:
         await s.write([prewrite(ts(1)), fake(ts(2))])
         assert s.max_commit_ts == 0
         clock.now = ts(1000)

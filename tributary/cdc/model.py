@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from tributary.cdc.errors import BadRecord
 
@@ -146,13 +146,32 @@ class ReplicaConfig:
             },
         }
 
+    KEYS: ClassVar[frozenset[str]] = frozenset({"filter", "case-sensitive", "case_sensitive"})
+    FILTER_KEYS: ClassVar[frozenset[str]] = frozenset(
+        {"rules", "ignore-txn-start-ts", "ignore_txn_start_ts"}
+    )
+
     @classmethod
-    def from_dict(cls, data: object) -> ReplicaConfig:
+    def from_dict(cls, data: object, *, strict: bool = False) -> ReplicaConfig:
+        """``strict`` (a user's request): a key this capture does not apply is refused by name
+        rather than ignored. Records read back from etcd are not strict: TiCDC writes keys of
+        its own (memory-quota, sink, ...) into the records it owns."""
         if not isinstance(data, dict):
+            if strict and data is not None:
+                raise BadRecord("config must be an object")
             return cls()
         flt = data.get("filter") or {}
         if not isinstance(flt, dict):
             raise BadRecord("config.filter must be an object")
+        if strict:
+            unknown = [f"config.{k}" for k in data if k not in cls.KEYS]
+            unknown += [f"config.filter.{k}" for k in flt if k not in cls.FILTER_KEYS]
+            if unknown:
+                raise BadRecord(
+                    f"unknown changefeed config key{'s' if len(unknown) > 1 else ''} "
+                    f"{', '.join(map(repr, unknown))}: supported are config.case-sensitive, "
+                    "config.filter.rules and config.filter.ignore-txn-start-ts"
+                )
         rules = flt.get("rules", ["*.*"])
         ignore = flt.get("ignore-txn-start-ts", flt.get("ignore_txn_start_ts", []))
         if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):

@@ -22,6 +22,7 @@ from tributary.settings import (
     ListenSettings,
     LogSettings,
     SecuritySettings,
+    choice,
     group,
     setting,
 )
@@ -75,8 +76,14 @@ class StorageConfig:
     )
     max_txn_timeout: float = setting(
         600.0,
-        "seconds a prewrite may wait for its commit before it is rolled back",
+        "seconds a prewrite may wait for its commit before stuck-prewrite-action applies",
         kind=DURATION,
+    )
+    stuck_prewrite_action: str = setting(
+        "wait",
+        "a prewrite past max-txn-timeout: wait (keep it, alert: nothing lost) or rollback"
+        " (drop it, as before)",
+        kind=choice("wait", "rollback"),
     )
 
 

@@ -54,6 +54,9 @@ class NodeStatus:
     labels: dict[str, str] | None = field(default=None, compare=False)
     max_commit_ts: int = 0
     update_ts: int = 0
+    stuck_prewrites: tuple[int, ...] = field(default=(), compare=False)
+    """Pump only: start_ts of prewrites waiting past max-txn-timeout. Stored as
+    ``stuckPrewrites`` only when not empty (tidb-binlog's readers ignore the extra key)."""
 
     def with_state(self, state: NodeState) -> NodeStatus:
         return replace(self, state=state)
@@ -69,6 +72,8 @@ class NodeStatus:
             "maxCommitTS": self.max_commit_ts,
             "updateTS": self.update_ts,
         }
+        if self.stuck_prewrites:
+            doc["stuckPrewrites"] = list(self.stuck_prewrites)
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -86,6 +91,7 @@ class NodeStatus:
                 labels=labels,
                 max_commit_ts=int(doc.get("maxCommitTS", 0)),
                 update_ts=int(doc.get("updateTS", 0)),
+                stuck_prewrites=tuple(int(t) for t in doc.get("stuckPrewrites") or ()),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise StatusError(f"bad node status record: {raw[:200]!r}: {e}") from e

@@ -32,7 +32,8 @@ class StorageSettings:
     slow_write_threshold: float = 1.0
     """Seconds; a batch slower than this is logged as a slow write."""
     max_txn_timeout: float = 600.0
-    """Seconds (TSO physical time) a prewrite may wait for its commit before it is resolved."""
+    """Seconds (TSO physical time) a prewrite may wait for its commit before it is resolved
+    (``wait``: reported as stuck; ``rollback``: rolled back)."""
     stop_write_at_available_space: int = 10 * GiB
     """Bytes; at or below this much free space prewrites are refused."""
     space_check_interval: float = 3.0

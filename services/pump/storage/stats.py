@@ -71,5 +71,7 @@ class StorageStats:
     """Bytes skipped (corrupt spans) or truncated (torn tails) by recovery scans."""
     resolved: Counter[str] = field(default_factory=Counter)
     """Timed-out prewrites settled through the resolver, by outcome."""
+    stuck_prewrites: list[int] = field(default_factory=list)
+    """start_ts of the prewrites waiting past ``max_txn_timeout`` (a gauge: it shrinks)."""
     batches: int = 0
     binlogs_written: int = 0

@@ -31,7 +31,7 @@ from services.pump.storage.errors import StorageClosed, StorageError, StorageFul
 from services.pump.storage.index import Index, Meta
 from services.pump.storage.reader import PulledBinlog, Reader
 from services.pump.storage.recovery import catch_up, sort_item
-from services.pump.storage.resolver import Resolver, RollbackResolver
+from services.pump.storage.resolver import Resolver, WaitResolver
 from services.pump.storage.segment import Pointer
 from services.pump.storage.settings import SpaceGuard, StorageSettings
 from services.pump.storage.stats import StorageStats
@@ -131,7 +131,7 @@ class Storage:
         except BaseException:
             vlog.close(finalize_min=settings.finalize_on_close)
             raise
-        resolver = resolver or RollbackResolver()
+        resolver = resolver or WaitResolver()
         self = cls(data_dir, settings, vlog, index, meta, resolver, latest_ts, monotonic)
         try:
             await self._recover()

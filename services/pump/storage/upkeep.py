@@ -5,7 +5,10 @@ Invariants:
   ``max_txn_timeout`` (TSO physical time against the latest ts the pump
   supplies) is given to the resolver; a commit answer is stored as a real
   C-binlog (so it is durable and pulled like any other), a rollback answer
-  only releases the sorter;
+  only releases the sorter; a running answer (``WaitResolver``, the default) keeps
+  the prewrite: every prewrite past the timeout is listed in
+  ``stats.stuck_prewrites`` and logged at ERROR once with its start ts, and again at
+  INFO when its commit finally arrives;
 - ``maxCommitTS`` and ``handlePointer`` are saved together from one sorter
   state, so a restart resumes from a consistent pair;
 - GC never purges at or above the max commit ts, and keeps ``gc_margin`` of
@@ -65,6 +68,7 @@ class Upkeep:
         self._saved: tuple[int, object] = saved
         self._resolve_lock = asyncio.Lock()
         self._gc_lock = asyncio.Lock()
+        self._stuck: set[int] = set()
 
     async def resolve_expired(self) -> int:
         """Settle head-of-line prewrites older than ``max_txn_timeout``; how many settled."""
@@ -83,7 +87,28 @@ class Upkeep:
                     await self._write_commit(start, resolution.commit_ts)
                 elif self._sorter.settle(start):
                     self._advanced()
+            self._report_stuck(limit_ms)
             return settled
+
+    def _report_stuck(self, limit_ms: int) -> None:
+        """List (and log once) every prewrite waiting past the timeout; log late commits."""
+        now_ms = tso.physical_ms(self._latest_ts())
+        stuck = [s for s in self._sorter.waiting() if now_ms - tso.physical_ms(s) > limit_ms]
+        for start in stuck:
+            if start not in self._stuck:
+                log.error(
+                    "prewrite start_ts=%d has waited %.0f s (max-txn-timeout %.0f s) for its "
+                    "commit; keeping it: the max commit ts (and every drainer) waits behind "
+                    "it until the commit or rollback arrives",
+                    start,
+                    (now_ms - tso.physical_ms(start)) / 1000,
+                    limit_ms / 1000,
+                )
+        now = set(stuck)
+        for start in sorted(self._stuck - now):
+            log.info("stuck prewrite start_ts=%d got its commit or rollback at last", start)
+        self._stuck = now
+        self._stats.stuck_prewrites = stuck
 
     async def _write_commit(self, start_ts: int, commit_ts: int) -> None:
         payload = bytes(Binlog(tp=COMMIT, start_ts=start_ts, commit_ts=commit_ts))

@@ -24,12 +24,14 @@ DDL SourceTxn at ``b.000001:720@0-1-8``.
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import dataclass
 
 from tributary.change import Ddl, RowChange, TableFilter, Txn
 from tributary.sources.mysql import ddl as ddlparse
 from tributary.sources.mysql import events as ev
-from tributary.sources.mysql.errors import MalformedEvent
+from tributary.sources.mysql import payload
+from tributary.sources.mysql.errors import MalformedEvent, SourceError
 from tributary.sources.mysql.position import Position
 from tributary.sources.mysql.rows import decode_rows, rows_table_id
 from tributary.sources.mysql.schema import CompiledTable, SchemaTracker
@@ -73,6 +75,16 @@ class Assembler:
         self.events = 0
 
     def feed(self, raw: bytes) -> SourceTxn | None:
+        """One raw event; a truncated or garbled one is a ``MalformedEvent`` naming it."""
+        try:
+            return self._feed(raw)
+        except SourceError:
+            raise
+        except (IndexError, ValueError, struct.error) as e:
+            tp = ev.name(raw[4]) if len(raw) > 4 else "event"
+            raise MalformedEvent(f"cannot read {tp} after {self.file}:{self.pos}: {e!r}") from e
+
+    def _feed(self, raw: bytes) -> SourceTxn | None:
         self.events += 1
         tp = raw[4]
         if tp == ev.FORMAT_DESCRIPTION_EVENT:
@@ -89,6 +101,14 @@ class Assembler:
             return None
         if log_pos and not event[17] & ev.ARTIFICIAL_FLAG:
             self.pos = log_pos
+        if tp == ev.TRANSACTION_PAYLOAD_EVENT:
+            return self._on_payload(event, log_pos)
+        return self._dispatch(event, tp, ts, server_id, log_pos)
+
+    def _dispatch(
+        self, event: bytes, tp: int, ts: int, server_id: int, log_pos: int
+    ) -> SourceTxn | None:
+        """One event (checksum removed): handled, known harmless, or an error naming it."""
         if tp in ev.ROWS_EVENTS:
             self._on_rows(event, tp)
         elif tp == ev.TABLE_MAP_EVENT:
@@ -105,10 +125,37 @@ class Assembler:
             self.gtid = ev.parse_mysql_gtid(event).text
         elif tp in ev.UNSUPPORTED:
             raise MalformedEvent(
-                f"event type {tp} at {self.file}:{log_pos} is not supported (compressed binlog "
-                "events or JSON partial updates): turn those options off upstream"
+                f"event {ev.name(tp)} at {self.file}:{log_pos} is not supported (MariaDB's "
+                "compressed binlog events or MySQL's JSON partial updates): turn "
+                "log_bin_compress / binlog_row_value_options off upstream"
+            )
+        elif tp not in ev.HARMLESS and not event[17] & ev.IGNORABLE_FLAG:
+            raise MalformedEvent(
+                f"event {ev.name(tp)} at {self.file}:{log_pos} is not understood by this source"
+                f"{' inside a transaction' if self._in_txn else ''}; stopping rather than "
+                "dropping it"
             )
         return None
+
+    def _on_payload(self, event: bytes, log_pos: int) -> SourceTxn | None:
+        """A compressed transaction: its inner events go through ``_dispatch`` in order; the
+        position stays at the end of the payload event (inner events have no place of their
+        own in the file), so the transaction resumes after it as a whole."""
+        out: SourceTxn | None = None
+        for inner in payload.inner_events(event):
+            ts, tp, server_id, _size, _pos = ev.header(inner)
+            if tp in (ev.TRANSACTION_PAYLOAD_EVENT, ev.FORMAT_DESCRIPTION_EVENT, ev.ROTATE_EVENT):
+                raise MalformedEvent(
+                    f"event {ev.name(tp)} inside the transaction payload at {self.file}:{log_pos}"
+                )
+            txn = self._dispatch(inner, tp, ts, server_id, log_pos)
+            if txn is not None:
+                if out is not None:
+                    raise MalformedEvent(
+                        f"two transactions in one transaction payload at {self.file}:{log_pos}"
+                    )
+                out = txn
+        return out
 
     def _begin(self, in_txn: bool) -> None:
         self._in_txn = in_txn
@@ -146,7 +193,7 @@ class Assembler:
             return self._emit(Txn(commit, commit - 1))
         if self._in_txn:
             if not head.startswith(_SKIP_IN_TXN):
-                log.debug("statement inside a transaction ignored: %.200s", q.query)
+                log.warning("statement inside a transaction ignored: %.200s", q.query)
             return None
         target = ddlparse.classify(q.schema, q.query)
         commit = self._next(ts)

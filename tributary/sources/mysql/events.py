@@ -34,11 +34,50 @@ MARIADB_GTID_LIST = 163
 MARIADB_QUERY_COMPRESSED = 165
 MARIADB_ROWS_COMPRESSED = frozenset(range(166, 172))
 PARTIAL_UPDATE_ROWS = 39  # MySQL's JSON partial updates (binlog_row_value_options)
+TRANSACTION_PAYLOAD_EVENT = 40  # MySQL's compressed transaction (payload.py)
+IGNORABLE_FLAG = 0x80  # LOG_EVENT_IGNORABLE_F: a reader that does not know the type may skip it
 
 ROWS_EVENTS = frozenset(
     {WRITE_ROWS_V1, UPDATE_ROWS_V1, DELETE_ROWS_V1, WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2}
 )
 UNSUPPORTED = MARIADB_ROWS_COMPRESSED | {MARIADB_QUERY_COMPRESSED, PARTIAL_UPDATE_ROWS}
+
+# Every event type by name (MySQL's Log_event_type, MariaDB's additions), for errors.
+NAMES: dict[int, str] = {
+    1: "START_EVENT_V3", 2: "QUERY_EVENT", 3: "STOP_EVENT", 4: "ROTATE_EVENT",
+    5: "INTVAR_EVENT", 6: "LOAD_EVENT", 7: "SLAVE_EVENT", 8: "CREATE_FILE_EVENT",
+    9: "APPEND_BLOCK_EVENT", 10: "EXEC_LOAD_EVENT", 11: "DELETE_FILE_EVENT",
+    12: "NEW_LOAD_EVENT", 13: "RAND_EVENT", 14: "USER_VAR_EVENT",
+    15: "FORMAT_DESCRIPTION_EVENT", 16: "XID_EVENT", 17: "BEGIN_LOAD_QUERY_EVENT",
+    18: "EXECUTE_LOAD_QUERY_EVENT", 19: "TABLE_MAP_EVENT", 20: "PRE_GA_WRITE_ROWS_EVENT",
+    21: "PRE_GA_UPDATE_ROWS_EVENT", 22: "PRE_GA_DELETE_ROWS_EVENT", 23: "WRITE_ROWS_EVENT_V1",
+    24: "UPDATE_ROWS_EVENT_V1", 25: "DELETE_ROWS_EVENT_V1", 26: "INCIDENT_EVENT",
+    27: "HEARTBEAT_LOG_EVENT", 28: "IGNORABLE_LOG_EVENT", 29: "ROWS_QUERY_LOG_EVENT",
+    30: "WRITE_ROWS_EVENT", 31: "UPDATE_ROWS_EVENT", 32: "DELETE_ROWS_EVENT",
+    33: "GTID_LOG_EVENT", 34: "ANONYMOUS_GTID_LOG_EVENT", 35: "PREVIOUS_GTIDS_LOG_EVENT",
+    36: "TRANSACTION_CONTEXT_EVENT", 37: "VIEW_CHANGE_EVENT", 38: "XA_PREPARE_LOG_EVENT",
+    39: "PARTIAL_UPDATE_ROWS_EVENT", 40: "TRANSACTION_PAYLOAD_EVENT",
+    41: "HEARTBEAT_LOG_EVENT_V2", 42: "GTID_TAGGED_LOG_EVENT",
+    160: "ANNOTATE_ROWS_EVENT", 161: "BINLOG_CHECKPOINT_EVENT", 162: "GTID_EVENT (MariaDB)",
+    163: "GTID_LIST_EVENT", 164: "START_ENCRYPTION_EVENT", 165: "QUERY_COMPRESSED_EVENT",
+    166: "WRITE_ROWS_COMPRESSED_EVENT_V1", 167: "UPDATE_ROWS_COMPRESSED_EVENT_V1",
+    168: "DELETE_ROWS_COMPRESSED_EVENT_V1", 169: "WRITE_ROWS_COMPRESSED_EVENT",
+    170: "UPDATE_ROWS_COMPRESSED_EVENT", 171: "DELETE_ROWS_COMPRESSED_EVENT",
+}  # fmt: skip
+
+# Types known to carry nothing a row-based replica needs: STOP, statement-context events that
+# only matter to statement-based DML (which ``inspect`` rules out), comments (ROWS_QUERY,
+# ANNOTATE_ROWS, IGNORABLE), GTID bookkeeping, group-replication markers, MariaDB's
+# checkpoints and encryption start (a dump sends events decrypted). Any type that is neither
+# handled nor listed here stops the source with an error naming it, unless the server flagged
+# the event LOG_EVENT_IGNORABLE_F.
+HARMLESS = frozenset({3, 5, 13, 14, 28, 29, 34, 35, 36, 37, 160, 161, 163, 164})
+
+
+def name(tp: int) -> str:
+    """``"TABLE_MAP_EVENT (19)"``: the type's name and number, for errors and logs."""
+    return f"{NAMES.get(tp, 'UNKNOWN_EVENT')} ({tp})"
+
 
 _HEAD = struct.Struct("<IBIIIH")
 _FL_STANDALONE = 1  # MariaDB GTID flag: a DDL or other statement with no BEGIN/COMMIT

@@ -4,7 +4,11 @@ its collations and where its binlog ends.
 ``inspect`` checks at open that rows can be decoded from the binlog: binary logging on,
 ``binlog_format=ROW``, ``binlog_row_image=FULL`` and ``binlog_row_metadata=FULL`` (MariaDB >=
 10.5, MySQL >= 8.0.1; without it TABLE_MAP events carry no column names and rows could only be
-described with today's schema). A misconfigured server is a ``ConfigurationError`` (not
+described with today's schema). Settings that make the server write events this source does
+not read are refused here rather than mid-stream: MariaDB's ``log_bin_compress=ON`` (types
+165-171) and MySQL's ``binlog_row_value_options=PARTIAL_JSON`` (type 39). MySQL's
+``binlog_transaction_compression=ON`` (type 40, zstd) is read (``payload``) and reported in
+``ServerInfo.compressed``. A misconfigured server is a ``ConfigurationError`` (not
 retriable) naming every setting to change; a server that cannot be reached is retriable.
 """
 
@@ -37,6 +41,7 @@ class ServerInfo:
     is_mariadb: bool
     checksum: bool  # binlog_checksum=CRC32
     charsets: Charsets
+    compressed: bool = False  # binlog_transaction_compression=ON (MySQL >= 8.0.20)
 
 
 def _error(e: DriverError, what: str) -> SourceError:
@@ -96,6 +101,9 @@ async def inspect(cfg: SourceConfig) -> ServerInfo:
                     "binlog_row_image",
                     "binlog_row_metadata",
                     "binlog_checksum",
+                    "binlog_transaction_compression",
+                    "log_bin_compress",
+                    "binlog_row_value_options",
                 )
             }
             collations = await _rows(
@@ -119,14 +127,27 @@ async def inspect(cfg: SourceConfig) -> ServerInfo:
     checksum = (settings["binlog_checksum"] or "NONE").upper()
     if checksum not in ("NONE", "CRC32"):
         wrong.append(f"binlog_checksum={checksum} (need NONE or CRC32)")
+    if (settings["log_bin_compress"] or "OFF").upper() in ("ON", "1"):
+        wrong.append("log_bin_compress=ON (need OFF: compressed events are not read)")
+    if "PARTIAL_JSON" in (settings["binlog_row_value_options"] or "").upper():
+        wrong.append("binlog_row_value_options=PARTIAL_JSON (need empty)")
     if wrong:
         raise ConfigurationError(
             f"{cfg.host}:{cfg.port} ({version}) cannot be read as a change source: "
             + "; ".join(wrong)
             + " (MariaDB >= 10.5 or MySQL >= 8.0.1 with binlog_row_metadata=FULL)"
         )
+    compressed = (settings["binlog_transaction_compression"] or "OFF").upper() in ("ON", "1")
+    if compressed:
+        log.info(
+            "%s:%s compresses transactions (zstd): payloads are decompressed", cfg.host, cfg.port
+        )
     return ServerInfo(
-        version, "mariadb" in version.lower(), checksum == "CRC32", Charsets.from_rows(collations)
+        version,
+        "mariadb" in version.lower(),
+        checksum == "CRC32",
+        Charsets.from_rows(collations),
+        compressed,
     )
 
 

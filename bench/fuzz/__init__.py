@@ -1,0 +1,1 @@
+"""Bounded mutational fuzzing of the parsers that take bytes from outside (``targets``)."""
