@@ -31,7 +31,6 @@ from services.pump.http import routes
 from services.pump.intake import Intake
 from services.pump.metrics import PumpMetrics
 from services.pump.offline import check_marker, write_marker
-from services.pump.pullwire import PullCodec
 from services.pump.state import Action, PumpState
 from services.pump.storage import RollbackResolver, Storage, StorageSettings, wall_clock_ts
 from tributary.config.pump import PumpConfig
@@ -225,7 +224,7 @@ async def serve(
             ]
             if member is not None:
                 handlers.append(TsoService(member))
-            server = Server(handlers, codec=PullCodec())  # type: ignore[arg-type]
+            server = Server(handlers)  # type: ignore[arg-type]
             enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
             await server.start(sock=sock, ssl=server_context(cfg.security))
             stack.callback(server.close)
