@@ -3,9 +3,9 @@
 The request is tipb's: ``PullBinlogReq{cluster_id, start_from: Pos{offset: last
 commit ts}}``; the pump answers with every commit (its prewrite's data
 attached) and fake binlog above that ts, in order, and keeps streaming. The
-call goes through grpclib (``services.drainer.pullchannel``), each response
-read by the one-pass ``wire.views`` decoder rather than into a betterproto
-object.
+call goes through grpclib (``services.drainer.pullchannel``), which hands over
+the responses that arrived together; each is read by the one-pass
+``wire.views`` decoder rather than into a betterproto object.
 
 Invariants:
 - ``last_ts`` is the commit ts of the last item handed to the inbox, and every
@@ -29,11 +29,11 @@ from typing import NoReturn
 from services.drainer.errors import MalformedPayload
 from services.drainer.feed import Inbox
 from services.drainer.item import PulledBinlogItem
-from services.drainer.pullchannel import pull_responses
+from services.drainer.pullchannel import pull_messages
 from tributary.net import split_host_port
 from tributary.wire.binlog import Pos, PullBinlogReq, PullBinlogResp
 from tributary.wire.peek import MalformedBinlog, peek
-from tributary.wire.views import MalformedMessage, PullBinlogRespView
+from tributary.wire.views import MalformedMessage, PullBinlogRespView, parse_pull_response
 
 log = logging.getLogger(__name__)
 
@@ -120,15 +120,19 @@ class Puller:
         host, port = split_host_port(self.addr)
         request = PullBinlogReq(cluster_id=self._cluster_id, start_from=Pos(offset=self._last_ts))
         log.info("pulling pump %s at %s after commit ts %d", self.node_id, self.addr, self._last_ts)
-        responses = pull_responses(host, port, request, ssl_context=self._ssl)
-        async with aclosing(responses) as stream:
-            try:
-                async for resp in stream:
+        batches = pull_messages(host, port, request, ssl_context=self._ssl)
+        async with aclosing(batches) as stream:
+            async for batch in stream:
+                for message in batch:
+                    try:
+                        resp = parse_pull_response(message)
+                    except MalformedMessage as e:
+                        raise MalformedPayload(
+                            f"a pump sent an unreadable PullBinlogResp: {e}"
+                        ) from e
                     item = to_item(self.node_id, resp)
                     await self._inbox.put(item)
                     self._last_ts = max(self._last_ts, item.commit_ts)
                     self.received += 1
                     if self.paused:
                         return
-            except MalformedMessage as e:
-                raise MalformedPayload(f"a pump sent an unreadable PullBinlogResp: {e}") from e
