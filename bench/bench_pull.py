@@ -11,11 +11,14 @@ machine), the pumps' CPU seconds meanwhile; the median of ``--rounds`` rounds, t
 implementations taking turns within a round.
 
 Implementations:
-- ``grpclib``: the drainer's ``Puller`` (``services.drainer.pullchannel``: grpclib with
-  ``PullCodec``, responses read into views, 16 MiB windows);
-- ``ceiling``: a bare grpclib client on the same channel settings reading the same streams
-  with a codec that returns the bytes as they are, nothing decoded, nothing queued: what the
-  transport alone costs, so ``grpclib_to_ceiling`` is the share left to the drainer's own work.
+- ``grpclib``: the drainer's ``Puller`` (``services.drainer.pullchannel``: grpclib, the
+  responses that arrived together taken at once, each read into views, 16 MiB windows);
+- ``ceiling``: ``pull_messages`` alone on the same streams, nothing decoded, nothing queued:
+  what the transport alone costs, so ``grpclib_to_ceiling`` is the share left to the
+  drainer's own work;
+- ``stock``: grpclib's own ``recv_message``, one await per response, with a codec that returns
+  the bytes as they are (the same channel settings, nothing decoded): what
+  ``pull_messages``'s reading saves.
 
 A first, unreported pass with the grpclib puller warms the pumps' page cache and counts the
 messages each pump streams up to its max commit ts (the ceiling reads exactly as many).
@@ -41,13 +44,15 @@ from typing import Any
 
 import aiohttp
 import uvloop
+from grpclib.client import Channel
+from grpclib.const import Cardinality
 
 from bench.bench_drainer import Upstream, backlog_values, cpu_seconds, write_all
 from services.demo.cluster import DemoCluster
 from services.demo.procs import Supervisor
 from services.drainer.cli import GC_THRESHOLDS
 from services.drainer.feed import INBOX_SIZE, Inbox
-from services.drainer.pullchannel import pull_responses
+from services.drainer.pullchannel import CONFIG, PULL_PATH, pull_messages
 from services.drainer.puller import Puller
 from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
@@ -56,7 +61,7 @@ from tributary.pumpclient import PumpsClient
 from tributary.tso.client import TsoClient
 from tributary.wire.binlog import Pos, PullBinlogReq
 
-IMPLS = ("grpclib", "ceiling")
+IMPLS = ("grpclib", "ceiling", "stock")
 
 
 class RawCodec:
@@ -108,19 +113,46 @@ async def pull_with_pullers(
 async def pull_bare(
     pumps: list[dict[str, Any]], cluster_id: int, from_ts: int
 ) -> tuple[int, list[int]]:
-    """Read each pump's first ``count`` messages through grpclib, nothing decoded."""
+    """Read each pump's first ``count`` messages with ``pull_messages``, nothing decoded."""
 
     async def one(p: dict[str, Any]) -> int:
         host, port = split_host_port(p["addr"])
         request = PullBinlogReq(cluster_id=cluster_id, start_from=Pos(offset=from_ts))
         got = size = 0
-        responses = pull_responses(host, port, request, codec=RawCodec())  # type: ignore[arg-type]
-        async with aclosing(responses) as stream:
-            async for message in stream:
-                size += len(message)  # type: ignore[arg-type]
-                got += 1
+        async with aclosing(pull_messages(host, port, request)) as stream:
+            async for batch in stream:
+                for message in batch[: p["count"] - got]:
+                    size += len(message)
+                    got += 1
                 if got >= p["count"]:
                     break
+        return size
+
+    sizes = await asyncio.gather(*(one(p) for p in pumps))
+    return sum(sizes), [p["count"] for p in pumps]
+
+
+async def pull_stock(
+    pumps: list[dict[str, Any]], cluster_id: int, from_ts: int
+) -> tuple[int, list[int]]:
+    """Read each pump's first ``count`` messages with grpclib's ``recv_message``."""
+
+    async def one(p: dict[str, Any]) -> int:
+        host, port = split_host_port(p["addr"])
+        request = PullBinlogReq(cluster_id=cluster_id, start_from=Pos(offset=from_ts))
+        got = size = 0
+        channel = Channel(host, port, codec=RawCodec(), config=CONFIG)  # type: ignore[arg-type]
+        try:
+            async with channel.request(
+                PULL_PATH, Cardinality.UNARY_STREAM, PullBinlogReq, bytes
+            ) as stream:
+                await stream.send_message(request, end=True)
+                while got < p["count"] and (message := await stream.recv_message()):
+                    size += len(message)
+                    got += 1
+                await stream.cancel()
+        finally:
+            channel.close()
         return size
 
     sizes = await asyncio.gather(*(one(p) for p in pumps))
@@ -133,6 +165,8 @@ async def child_main(
     t0, c0 = time.perf_counter(), time.process_time()
     if impl == "ceiling":
         size, counts = await pull_bare(pumps, cluster_id, from_ts)
+    elif impl == "stock":
+        size, counts = await pull_stock(pumps, cluster_id, from_ts)
     else:
         size, counts = await pull_with_pullers(pumps, cluster_id, from_ts)
     return {
@@ -275,6 +309,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-pull-") as tmp:
         out = uvloop.run(measure(Path(tmp), args))
     add_ratios(out, "grpclib", "ceiling")
+    add_ratios(out, "ceiling", "stock")
     print(json.dumps(out))
 
 

@@ -3,9 +3,10 @@
 The request is tipb's: ``PullBinlogReq{cluster_id, start_from: Pos{offset: last
 commit ts}}``; the pump answers with every commit (its prewrite's data
 attached) and fake binlog above that ts, in order, and keeps streaming. The
-call goes through grpclib (``services.drainer.pullchannel``), each response
-read by the one-pass ``wire.views`` decoder rather than into a betterproto
-object.
+call goes through grpclib (``services.drainer.pullchannel``), which hands over
+the responses that arrived together; of each, only the entity's payload is
+read (``wire.views.pull_response_payload``, no betterproto object), and of
+the payload its header (``wire.peek``).
 
 Invariants:
 - ``last_ts`` is the commit ts of the last item handed to the inbox, and every
@@ -29,11 +30,16 @@ from typing import NoReturn
 from services.drainer.errors import MalformedPayload
 from services.drainer.feed import Inbox
 from services.drainer.item import PulledBinlogItem
-from services.drainer.pullchannel import pull_responses
+from services.drainer.pullchannel import pull_messages
 from tributary.net import split_host_port
 from tributary.wire.binlog import Pos, PullBinlogReq, PullBinlogResp
 from tributary.wire.peek import MalformedBinlog, peek
-from tributary.wire.views import MalformedMessage, PullBinlogRespView
+from tributary.wire.views import (
+    MalformedMessage,
+    PullBinlogRespView,
+    parse_pull_response,
+    pull_response_payload,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,21 @@ def to_item(node_id: str, resp: PullBinlogResp | PullBinlogRespView) -> PulledBi
             f"pump {node_id} served an undecodable binlog (meta commit ts "
             f"{resp.entity.meta.commit_ts}): {e}"
         ) from e
+    return PulledBinlogItem(header.commit_ts, header.start_ts, payload, header.is_fake)
+
+
+def read_item(node_id: str, message: bytes) -> PulledBinlogItem:
+    """The item for one marshalled ``PullBinlogResp``; MalformedPayload if it is not one or
+    its payload is not a binlog."""
+    try:
+        payload = pull_response_payload(message)
+        header = peek(payload)
+    except (MalformedMessage, MalformedBinlog) as e:
+        try:
+            resp = parse_pull_response(message)
+        except MalformedMessage:
+            raise MalformedPayload(f"a pump sent an unreadable PullBinlogResp: {e}") from e
+        return to_item(node_id, resp)  # raises MalformedPayload, naming the meta's commit ts
     return PulledBinlogItem(header.commit_ts, header.start_ts, payload, header.is_fake)
 
 
@@ -120,15 +141,13 @@ class Puller:
         host, port = split_host_port(self.addr)
         request = PullBinlogReq(cluster_id=self._cluster_id, start_from=Pos(offset=self._last_ts))
         log.info("pulling pump %s at %s after commit ts %d", self.node_id, self.addr, self._last_ts)
-        responses = pull_responses(host, port, request, ssl_context=self._ssl)
-        async with aclosing(responses) as stream:
-            try:
-                async for resp in stream:
-                    item = to_item(self.node_id, resp)
+        batches = pull_messages(host, port, request, ssl_context=self._ssl)
+        async with aclosing(batches) as stream:
+            async for batch in stream:
+                for message in batch:
+                    item = read_item(self.node_id, message)
                     await self._inbox.put(item)
                     self._last_ts = max(self._last_ts, item.commit_ts)
                     self.received += 1
                     if self.paused:
                         return
-            except MalformedMessage as e:
-                raise MalformedPayload(f"a pump sent an unreadable PullBinlogResp: {e}") from e

@@ -19,7 +19,7 @@ from grpclib.exceptions import GRPCError
 from grpclib.server import Stream
 
 from services.pump.intake import Intake, Reason, WriteRefused
-from services.pump.pullwire import EncodedReply, encode_pull_resp
+from services.pump.pullwire import encode_pull_resp, frame_replies, send_block
 from services.pump.storage import PulledBinlog, StorageError
 from tributary.wire.binlog import (
     PullBinlogReq,
@@ -48,7 +48,7 @@ _STATUS = {
 
 
 class BinlogSource(Protocol):
-    def pull(self, after_ts: int) -> AsyncIterator[PulledBinlog]: ...
+    def pull_batches(self, after_ts: int) -> AsyncIterator[list[PulledBinlog]]: ...
 
 
 class BacklogSource(Protocol):
@@ -87,8 +87,7 @@ class PumpApi(PumpBase):
         return WriteBinlogResp()
 
     def __mapping__(self) -> dict[str, Handler]:
-        """PullBinlogs sends its replies marshalled by hand (``pullwire``): the server runs
-        with ``PullCodec``, which passes them through."""
+        """PullBinlogs sends its replies marshalled by hand, many to a write (``pullwire``)."""
         mapping = super().__mapping__()
         name = "/binlog.Pump/PullBinlogs"
         generated = mapping[name]
@@ -103,10 +102,10 @@ class PumpApi(PumpBase):
         check_cluster(self._cluster_id, request.cluster_id)
         after = request.start_from.offset if request.start_from else 0
         log.info("drainer pulls binlogs after commit ts %d", after)
-        async for b in self._source.pull(after):
-            await stream.send_message(
-                EncodedReply(encode_pull_resp(b.payload, b.start_ts, b.commit_ts))
-            )
+        async for batch in self._source.pull_batches(after):
+            replies = (encode_pull_resp(b.payload, b.start_ts, b.commit_ts) for b in batch)
+            for block, count in frame_replies(replies):
+                await send_block(stream, block, count)
 
 
 class PumpBatchApi(PumpBatchBase):

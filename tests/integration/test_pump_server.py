@@ -7,6 +7,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
@@ -14,6 +15,7 @@ from tests.support.etcd import EtcdProcess
 from tests.support.pump import pump_config, running_pump
 from tests.support.stubs import commit, prewrite, pull, pump_stub, rollback, write
 from tributary.coord.etcd import EtcdKv
+from tributary.net import split_host_port
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState
 from tributary.wire.binlog import Binlog, BinlogType, Pos, PullBinlogReq, WriteBinlogReq
@@ -44,6 +46,30 @@ async def test_write_then_pull_round_trip(tmp_path: Path, etcd: EtcdProcess) -> 
             async for resp in stub.pull_binlogs(req, timeout=30):
                 assert (resp.entity.meta.start_ts, resp.entity.meta.commit_ts) == (110, 111)
                 break
+
+
+async def test_a_backlog_is_pulled_whole_and_in_order(tmp_path: Path, etcd: EtcdProcess) -> None:
+    """The pump sends ready replies many to a DATA write; a stock client (the betterproto stub
+    on grpclib) still reads each one, in order, small ones and ones bigger than a write."""
+    sizes = [10, 3000, 200_000, 40, 70_000, 70_000, 1] * 20
+    payloads = [prewrite(1000 + 10 * i, bytes([i % 251]) * n) for i, n in enumerate(sizes)]
+    payloads += [commit(1000 + 10 * i, 1005 + 10 * i) for i in range(len(sizes))]
+    async with running_pump(pump_config(tmp_path / "p", etcd.endpoint)) as p:
+        cid = p.started.cluster_id
+        channel = Channel(*split_host_port(p.addr))
+        try:
+            resp = await PumpBatchStub(channel).write_binlogs(
+                WriteBinlogsReq(cluster_id=cid, payloads=payloads)
+            )
+        finally:
+            channel.close()
+        assert resp.codes == [0] * len(payloads)
+        async with pump_stub(p.addr) as stub:
+            got = await pull(stub, cid, after=0, count=len(sizes))
+    assert [(b.start_ts, b.commit_ts) for b in got] == [
+        (1000 + 10 * i, 1005 + 10 * i) for i in range(len(sizes))
+    ]
+    assert [b.prewrite_value for b in got] == [bytes([i % 251]) * n for i, n in enumerate(sizes)]
 
 
 async def test_fake_binlogs_pass_through_when_idle(tmp_path: Path, etcd: EtcdProcess) -> None:

@@ -10,7 +10,7 @@ import pytest
 from services.drainer.cli import main
 from services.drainer.errors import MalformedPayload
 from services.drainer.item import PulledBinlogItem
-from services.drainer.puller import to_item
+from services.drainer.puller import read_item, to_item
 from services.drainer.state import Action, DrainerState, StateError
 from tributary.config.drainer import DrainerConfig
 from tributary.registry.status import NodeState
@@ -160,3 +160,10 @@ def test_to_item_reads_the_header_and_refuses_garbage() -> None:
     assert to_item("p", entity(fake)).is_fake
     with pytest.raises(MalformedPayload, match=r"pump p .*commit ts 42"):
         to_item("p", entity(b"\xff\xff\xff", commit_ts=42))
+    # The same from the marshalled response, as the puller reads it.
+    assert read_item("p", bytes(entity(commit))) == PulledBinlogItem(7, 5, commit, False)
+    assert read_item("p", bytes(entity(fake))).is_fake
+    with pytest.raises(MalformedPayload, match=r"pump p .*commit ts 42"):
+        read_item("p", bytes(entity(b"\xff\xff\xff", commit_ts=42)))
+    with pytest.raises(MalformedPayload, match="unreadable PullBinlogResp"):
+        read_item("p", b"\x0a\x7f\x12")  # the entity runs past the end

@@ -19,6 +19,7 @@ from grpclib.server import Server
 from services.drainer.errors import MalformedPayload
 from services.drainer.feed import Inbox
 from services.drainer.item import PulledBinlogItem
+from services.drainer.pullchannel import Deframer
 from services.drainer.puller import Puller
 from tests.support.k8s import eventually_async
 from tributary.wire.binlog import (
@@ -237,3 +238,18 @@ async def test_a_response_that_is_not_a_binlog_stops_the_puller(reply: Raw) -> N
     finally:
         await stop(server)
     assert puller.last_ts == 20 and len(pump.requests) == 1
+
+
+def test_the_deframer_cuts_whole_messages_across_chunks() -> None:
+    framed = [b"\x00" + len(m).to_bytes(4, "big") + m for m in (b"abc", b"defghi", b"", b"j")]
+    stream = b"".join(framed)
+    for cut in range(len(stream) + 1):  # every split of the bytes into two chunks
+        deframer = Deframer()
+        got = deframer.feed([stream[:cut]]) + deframer.feed([stream[cut:]])
+        assert got == [b"abc", b"defghi", b"", b"j"] and deframer.empty
+    deframer = Deframer()
+    assert deframer.feed([stream[:10], stream[10:15]]) == [b"abc"]  # the worked example
+    assert deframer.feed([stream[15:17]]) == [] and not deframer.empty
+    assert deframer.feed([stream[17:19]]) == [b"defghi"]
+    with pytest.raises(grpclib.exceptions.ProtocolError):
+        Deframer().feed([b"\x01\x00\x00\x00\x01x"])  # compressed: never sent by a pump

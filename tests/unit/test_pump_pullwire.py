@@ -1,12 +1,12 @@
-"""The pump's hand-marshalled PullBinlogs replies equal betterproto's, byte for byte."""
+"""The pump's hand-marshalled PullBinlogs replies equal betterproto's, byte for byte, and
+its blocks of framed replies hold each whole message once, in order."""
 
 from __future__ import annotations
 
 import pytest
-from grpclib.encoding.proto import ProtoCodec
 
-from services.pump.pullwire import EncodedReply, PullCodec, encode_pull_resp
-from tributary.wire.binlog import Entity, Meta, PullBinlogResp, WriteBinlogResp
+from services.pump.pullwire import encode_pull_resp, frame_replies, grpc_frame
+from tributary.wire.binlog import Entity, Meta, PullBinlogResp
 
 BIG_TS = (1 << 62) + 12345  # a ts of the far future: a ten-byte varint
 
@@ -35,11 +35,17 @@ def test_replies_are_what_betterproto_writes(payload: bytes, start_ts: int, comm
     )
 
 
-def test_the_codec_passes_encoded_replies_and_encodes_the_rest() -> None:
-    codec = PullCodec()
-    assert codec.encode(EncodedReply(b"\x0a\x00"), PullBinlogResp) == b"\x0a\x00"
-    message = WriteBinlogResp(errmsg="full")
-    assert codec.encode(message, WriteBinlogResp) == ProtoCodec().encode(message, WriteBinlogResp)
-    with pytest.raises(TypeError):  # the protobuf codec's type check still holds for the rest
-        codec.encode(message, PullBinlogResp)
-    assert isinstance(codec.decode(b"\x0a\x00", PullBinlogResp), PullBinlogResp)
+def test_blocks_hold_whole_messages_in_order_up_to_the_limit() -> None:
+    messages = [b"a" * 40, b"b" * 40, b"c" * 150, b"d" * 10, b""]
+    blocks = list(frame_replies(messages, limit=100))
+    assert [(len(block), count) for block, count in blocks] == [(90, 2), (155, 1), (20, 2)]
+    stream = b"".join(block for block, _ in blocks)
+    assert stream == b"".join(grpc_frame(m) for m in messages)
+    got, pos = [], 0
+    while pos < len(stream):  # what any gRPC reader does: flag, 4-byte length, message
+        size = int.from_bytes(stream[pos + 1 : pos + 5], "big")
+        assert stream[pos] == 0
+        got.append(stream[pos + 5 : pos + 5 + size])
+        pos += 5 + size
+    assert got == messages
+    assert list(frame_replies([])) == []

@@ -23,6 +23,7 @@ from tributary.wire.views import (
     parse_binlog,
     parse_prewrite_value,
     parse_pull_response,
+    pull_response_payload,
 )
 
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -135,6 +136,7 @@ def test_malformed_bytes_are_refused(data: bytes) -> None:
 )
 def test_pull_responses_read_like_betterproto(resp: PullBinlogResp) -> None:
     view = parse_pull_response(bytes(resp))
+    assert pull_response_payload(bytes(resp)) == resp.entity.payload
     assert view.entity.payload == resp.entity.payload
     assert (view.entity.meta.start_ts, view.entity.meta.commit_ts) == (
         resp.entity.meta.start_ts,
@@ -150,3 +152,22 @@ def test_rows_of_every_length_read_like_betterproto(rows: list[bytes], kind: Mut
     view = parse_prewrite_value(bytes(PrewriteValue(schema_version=1, mutations=[m])))
     assert view.mutations[0].inserted_rows == rows
     assert view.mutations[0].deleted_rows == rows[::-1]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x0a\x7f\x12",  # the entity runs past the end
+        b"\x08\x01\x0a\x03\x12\x05a",  # the payload runs past the entity
+        b"\x08",  # a truncated varint
+        b"\x0b",  # a group (wire type 3)
+        b"\x02\x00",  # field number 0
+        b"\x08\x01",  # entity as a varint
+        b"\x0a\x02\x10\x01",  # payload as a varint
+    ],
+)
+def test_a_pull_payload_is_refused_where_the_whole_response_is(data: bytes) -> None:
+    with pytest.raises(MalformedMessage):
+        parse_pull_response(data)
+    with pytest.raises(MalformedMessage):
+        pull_response_payload(data)

@@ -21,9 +21,9 @@ import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 
 from services.pump.sorter import Sorter
@@ -237,6 +237,14 @@ class Storage:
     async def pull(self, after_ts: int) -> AsyncIterator[PulledBinlog]:
         """Commits and fake binlogs with ``after_ts < commit_ts <= max_commit_ts``, in
         commit-ts order, then more as the max commit ts advances; ends at close."""
+        async with aclosing(self.pull_batches(after_ts)) as batches:
+            async for batch in batches:
+                for binlog in batch:
+                    yield binlog
+
+    async def pull_batches(self, after_ts: int) -> AsyncGenerator[list[PulledBinlog], None]:
+        """What ``pull`` yields, a batch at a time as the storage reads them (a chunk of
+        the index, up to ``PULL_CHUNK`` binlogs), never an empty batch."""
         last, gc_ts = after_ts, self.stats.gc_ts
         if last < gc_ts:
             log.error(
@@ -257,8 +265,8 @@ class Storage:
                 if self._closing:
                     return
                 raise
-            for binlog in chunk:
-                yield binlog
+            if chunk:
+                yield chunk
 
     async def backlog(self, after_ts: int) -> tuple[int, int]:
         """(commits a puller after ``after_ts`` can pull now, the max commit ts): the
