@@ -220,7 +220,7 @@ async def serve(
             pump = Pump(cfg, node_id, advertise, state, intake, storage, tso, registry, metrics)
 
             handlers: list[object] = [
-                PumpApi(cluster_id, intake, storage),
+                PumpApi(cluster_id, intake, storage, metrics.observe_rpc),
                 PumpBatchApi(cluster_id, intake),
                 PumpStatsApi(cluster_id, storage),
             ]
