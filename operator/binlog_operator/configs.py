@@ -24,9 +24,9 @@ from tributary.settings import SettingsError, load
 from tributary.settings.dump import toml_literal
 
 PUMP_GRPC_PORT = 8250
-PUMP_HTTP_PORT = 8251
+PUMP_HTTP_PORT = PUMP_GRPC_PORT  # one port for gRPC and the HTTP API, as tidb-binlog's
 DRAINER_GRPC_PORT = 8249
-DRAINER_HTTP_PORT = 8252
+DRAINER_HTTP_PORT = DRAINER_GRPC_PORT
 CAPTURE_PORT = 8300
 CONFIG_DIR = "/etc/binlog"
 DATA_DIR = "/var/lib/binlog"
@@ -58,7 +58,6 @@ def staging_dir(mount: str, drainer_sts: str) -> str:
 def pump_toml(spec: ClusterSpec, tls_dir: str = TLS_DIR) -> str:
     managed: dict[str, Any] = {
         "addr": f"0.0.0.0:{PUMP_GRPC_PORT}",
-        "status-addr": f"0.0.0.0:{PUMP_HTTP_PORT}",
         "data-dir": f"{DATA_DIR}/pump",
         "pd-urls": ",".join(spec.etcd_endpoints),
     }
@@ -73,7 +72,6 @@ def drainer_toml(
     under the drainer's name and runs its executors in that namespace."""
     managed: dict[str, Any] = {
         "addr": f"0.0.0.0:{DRAINER_GRPC_PORT}",
-        "status-addr": f"0.0.0.0:{DRAINER_HTTP_PORT}",
         "data-dir": f"{DATA_DIR}/drainer",
         "pd-urls": ",".join(spec.etcd_endpoints),
     }

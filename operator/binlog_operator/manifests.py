@@ -22,9 +22,7 @@ from binlog_operator.configs import (
     CAPTURE_PORT,
     CONFIG_DIR,
     DRAINER_GRPC_PORT,
-    DRAINER_HTTP_PORT,
     PUMP_GRPC_PORT,
-    PUMP_HTTP_PORT,
     TLS_DIR,
     drainer_name,
     drainer_toml,
@@ -105,7 +103,7 @@ def drainer_objects(
 def _pumps(cluster: str, spec: ClusterSpec, replicas: int) -> list[Obj]:
     name, lbl = pump_name(cluster), labels(cluster, "pump")
     cfg = pump_toml(spec)
-    ports = {"grpc": PUMP_GRPC_PORT, "http": PUMP_HTTP_PORT}
+    ports = {"grpc": PUMP_GRPC_PORT}  # gRPC and the HTTP API (probes, metrics) share it
     command = ["binlog-pump", "--config", f"{CONFIG_DIR}/pump.toml"]
     command += _identity(name, PUMP_GRPC_PORT)
     pod = Pod(
@@ -117,6 +115,7 @@ def _pumps(cluster: str, spec: ClusterSpec, replicas: int) -> list[Obj]:
         ports,
         spec.pumps.resources,
         https=True,
+        http="grpc",
     )
     return [
         config_map(name, lbl, "pump.toml", cfg),
@@ -129,7 +128,7 @@ def _drainer(cluster: str, namespace: str, spec: ClusterSpec, d: DrainerSpec) ->
     name = drainer_name(cluster, d.name)
     lbl = {**labels(cluster, "drainer"), "binlog.io/drainer": d.name}
     cfg = drainer_toml(spec, d, cluster, namespace)
-    ports = {"grpc": DRAINER_GRPC_PORT, "http": DRAINER_HTTP_PORT}
+    ports = {"grpc": DRAINER_GRPC_PORT}  # gRPC and the HTTP API (probes, metrics) share it
     command = ["binlog-drainer", "--config", f"{CONFIG_DIR}/drainer.toml"]
     command += _identity(name, DRAINER_GRPC_PORT)
     pod = Pod(
@@ -141,6 +140,7 @@ def _drainer(cluster: str, namespace: str, spec: ClusterSpec, d: DrainerSpec) ->
         ports,
         d.resources,
         https=True,
+        http="grpc",
     )
     pod = _with_catchup(pod, d)
     return [

@@ -27,7 +27,7 @@ class Pod:
     tls_secret: str | None
     command: list[str]
     config: str  # the TOML mounted at CONFIG_DIR ("" = none)
-    ports: Mapping[str, int]  # must name an "http" port: probes and metrics
+    ports: Mapping[str, int]  # must include ``http``, the port probes and metrics use
     resources: Mapping[str, Any]
     env: tuple[Obj, ...] = ()  # container env entries after POD_NAME and NAMESPACE
     https: bool = False  # the http port serves TLS with client certificates (tls_secret's)
@@ -35,6 +35,7 @@ class Pod:
     volumes: tuple[Obj, ...] = ()  # more pod volumes, each mounted by an entry of ``mounts``
     mounts: tuple[Obj, ...] = ()
     fs_group: int | None = None  # the pod's securityContext.fsGroup (group of its volumes)
+    http: str = "http"  # the name of the port serving HTTP (pumps, drainers: their gRPC port)
 
 
 def config_map(name: str, lbl: Mapping[str, str], key: str, text: str) -> Obj:
@@ -64,8 +65,8 @@ def _probe(pod: Pod, path: str) -> Obj:
     """An ``httpGet`` on the http port; with client-certificate TLS, which the kubelet cannot
     present, an exec of ``servicekit.probe`` in the pod with the mounted certificates."""
     if not (pod.https and pod.tls_secret):
-        return {"httpGet": {"path": path, "port": "http"}}
-    url = f"https://127.0.0.1:{pod.ports['http']}{path}"
+        return {"httpGet": {"path": path, "port": pod.http}}
+    url = f"https://127.0.0.1:{pod.ports[pod.http]}{path}"
     probe = ["python", "-m", "tributary.servicekit.probe", url, "--tls-dir", TLS_DIR]
     return {"exec": {"command": probe}, "timeoutSeconds": 5}
 
@@ -90,7 +91,7 @@ def stateful_set(
         volumes.append({"name": "tls", "secret": {"secretName": pod.tls_secret}})
     mounts += pod.mounts
     volumes += pod.volumes
-    http = "http"
+    http = pod.http
     scheme = "https" if pod.https and pod.tls_secret else "http"
     container: Obj = {
         "name": lbl["app.kubernetes.io/component"],

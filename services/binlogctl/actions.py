@@ -2,9 +2,9 @@
 
 Where the HTTP API is: a node's record holds only its advertised gRPC address
 (``host``), and the record's JSON must stay tidb-binlog's, so it gains no field.
-The pump serves HTTP on ``status-addr``, which defaults to its gRPC port + 1; so
-the default target is the record's host at the record's port + 1, and
-``--status-addr`` names it explicitly when the node was configured otherwise.
+Pumps and drainers serve HTTP on their gRPC port (as tidb-binlog does; ``status-addr``
+only adds a listener), so the default target is the record's address itself, and
+``--status-addr`` names another one explicitly.
 
 Invariant: the request is sent once; a node that answers anything but success
 leaves a ``CtlError`` naming the URL and the node's own message. Waiting only
@@ -40,10 +40,10 @@ _SETTLED = frozenset({NodeState.PAUSED, NodeState.OFFLINE})  # states a node sta
 
 
 def status_address(node: NodeStatus, override: str = "") -> str:
-    """``host:port`` of the node's HTTP API: ``override``, else registered port + 1.
+    """``host:port`` of the node's HTTP API: ``override``, else the registered address.
 
-    ``NodeStatus(addr="10.0.0.5:8250")`` -> ``"10.0.0.5:8251"``;
-    ``"[fd00::5]:8250"`` -> ``"[fd00::5]:8251"``.
+    ``NodeStatus(addr="10.0.0.5:8250")`` -> ``"10.0.0.5:8250"``;
+    ``"[fd00::5]:8250"`` -> ``"[fd00::5]:8250"``.
     """
     if override:
         return override
@@ -53,9 +53,9 @@ def status_address(node: NodeStatus, override: str = "") -> str:
         raise CtlError(
             f"{node.node_id}'s record has no usable address ({node.addr!r}); pass --status-addr"
         ) from e
-    if not 0 < port < 65535:
-        raise CtlError(f"{node.node_id}'s registered port {port} has no +1; pass --status-addr")
-    return join_host_port(host, port + 1)
+    if not 0 < port <= 65535:
+        raise CtlError(f"{node.node_id}'s registered port {port} is not usable; pass --status-addr")
+    return join_host_port(host, port)
 
 
 def state_url(address: str, node_id: str, verb: str, tls: bool) -> str:
@@ -85,7 +85,7 @@ async def request_action(
         raise CtlError(
             f"cannot reach {noun} {node_id} at {url}: {e or type(e).__name__}. If the process "
             f"is dead, repair its record with update-{noun}; if its HTTP API is not on its "
-            f"gRPC port + 1, pass --status-addr",
+            f"gRPC port, pass --status-addr",
             retriable=True,
         ) from e
     message = _error_message(body)

@@ -87,8 +87,8 @@ commands (positional, or -cmd NAME):
                                   key $BINLOG_SECRET_KEY or the default): a drainer's
                                   [syncer.to] encrypted_password
 
-The node's HTTP API is taken to be on its registered host at the registered (gRPC) port + 1,
-the pump's default when its status-addr is unset; pass --status-addr otherwise."""
+The node's HTTP API is taken to be at its registered (gRPC) address, where pumps and drainers
+serve it as tidb-binlog's do; pass --status-addr for another address."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class CtlConfig:
     as_json: bool = setting(False, "print JSON instead of text", toml="json", flag="--json")
     status_addr: str = setting(
         "",
-        "host:port of the node's HTTP API (default: registered host, registered port + 1)",
+        "host:port of the node's HTTP API (default: the registered address)",
         kind=OPTIONAL_HOST_PORT,
         flag=("--status-addr", "-status-addr"),
     )

@@ -4,7 +4,7 @@ Layout under the data dir (wiped at start, only if it is the demo's own):
 ``etcd/``, ``etcd.log``, ``pump-1/``, ``pump-1.log``, ..., ``drainer/``,
 ``drainer.log`` and ``demo.pids``. Each pump embeds a TSO member; the first to
 win the election serves timestamps. A pump's or drainer's HTTP API is on its
-gRPC port + 1 (binlogctl's default). Benchmarks and end-to-end tests use the
+gRPC port (tidb-binlog's layout, binlogctl's default). Benchmarks and end-to-end tests use the
 same class to run real processes.
 
 Invariant: :meth:`DemoCluster.stop` stops the drainers, then the pumps
@@ -27,7 +27,7 @@ from pathlib import Path
 import aiohttp
 
 from services.demo.errors import DemoError
-from services.demo.procs import Child, Supervisor, free_port, free_port_pair, stop_leftovers
+from services.demo.procs import Child, Supervisor, free_port, stop_leftovers
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class PumpNode:
 
     @property
     def status_url(self) -> str:
-        return f"http://127.0.0.1:{self.grpc_port + 1}"
+        return f"http://127.0.0.1:{self.grpc_port}"
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class DrainerNode:
 
     @property
     def status_url(self) -> str:
-        return f"http://127.0.0.1:{self.grpc_port + 1}"
+        return f"http://127.0.0.1:{self.grpc_port}"
 
 
 class DemoCluster:
@@ -178,12 +178,12 @@ class DemoCluster:
         restarts) and, unless told not to, wait until it answers ``/ready``."""
         if self.etcd is None:
             raise DemoError("start etcd before a drainer")
-        port = free_port_pair()
+        port = free_port()
         data = self.root / name
         argv = [
             sys.executable,
             *("-m", "services.drainer"),
-            *("--addr", f"127.0.0.1:{port}", "--status-addr", f"127.0.0.1:{port + 1}"),
+            *("--addr", f"127.0.0.1:{port}"),
             *("--data-dir", str(data), "--pd-urls", self.etcd.url, "--node-id", name),
             *("--syncer-sink-uri", sink_uri),
             *extra,
@@ -197,12 +197,12 @@ class DemoCluster:
         return node
 
     def _start_pump(self, name: str, etcd_url: str) -> PumpNode:
-        port = free_port_pair()
+        port = free_port()
         data = self.root / name
         argv = [
             sys.executable,
             *("-m", "services.pump"),
-            *("--addr", f"127.0.0.1:{port}", "--status-addr", f"127.0.0.1:{port + 1}"),
+            *("--addr", f"127.0.0.1:{port}"),
             *("--data-dir", str(data), "--pd-urls", etcd_url),
             *("--node-id", name, "--gen-binlog-interval", "1"),
             # the default (10 GiB free) would refuse writes on a small laptop disk

@@ -70,8 +70,7 @@ def free_port() -> int:
 def free_port_pair() -> int:
     """A port ``p`` such that ``p`` and ``p + 1`` are both free right now.
 
-    A pump's HTTP API on gRPC port + 1 is tidb-binlog's default, and binlogctl
-    finds it there without ``--status-addr``.
+    For a node given a ``--status-addr`` of its own next to its gRPC port.
     """
     for _ in range(200):
         port = free_port()

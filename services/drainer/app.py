@@ -56,6 +56,7 @@ from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
 from tributary.servicekit.net import status_addr
 from tributary.servicekit.node import claim_node
+from tributary.servicekit.serving import serve_grpc_and_http
 from tributary.sinks import Sink, SinkOptions
 from tributary.sinks import SinkError as DownstreamError
 from tributary.sinks.schemes import open_sink
@@ -356,7 +357,8 @@ async def _run(
 async def _serve_edges(
     d: Drainer, sock: socket.socket, stack: AsyncExitStack
 ) -> tuple[Server, int]:
-    """Start gRPC ``Cistern`` on ``sock`` and the ops HTTP server; (server, HTTP port)."""
+    """Start gRPC ``Cistern`` and the ops HTTP API on ``sock`` (and ``status-addr``);
+    (server, HTTP port)."""
     cfg = d.cfg
     metrics = DrainerMetrics(
         lambda: metrics.sync(
@@ -370,7 +372,6 @@ async def _serve_edges(
     )
     server = Server([CisternApi(d.collector.refresh)])
     enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
-    await server.start(sock=sock, ssl=server_context(cfg.security))
     stack.callback(server.close)
     ops = OpsServer(
         *status_addr(cfg.listen.addr, cfg.status_addr),
@@ -387,8 +388,8 @@ async def _serve_edges(
         ssl_context=server_context(cfg.security, alpn=ALPN_HTTP),
         allowed_cns=cfg.security.cert_allowed_cn,
     )
-    http_port = await ops.start()
     stack.push_async_callback(ops.close)
+    http_port = await serve_grpc_and_http(server, sock, ops, cfg.security, cfg.status_addr)
     return server, http_port
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 from services.drainer.catchup import CatchUp
 from services.drainer.merge import MergeStats
-from tributary.telemetry import Metrics
+from tributary.telemetry import Metrics, exponential_buckets
 from tributary.wire.ts import physical_ms
 
 
@@ -38,6 +38,29 @@ class DrainerMetrics(Metrics):
         )
         self.merged = self.gauge("merged_binlog_count", "binlogs the merge emitted")
         self.applied = self.gauge("applied_binlog_count", "binlogs the sink accepted")
+        fast = exponential_buckets(0.00005, 2, 18)
+        self.ddl_jobs = self.counter("ddl_jobs", "DDL jobs applied")  # ddl_jobs_total
+        self.errors = self.exact_counter("error_count", "errors by type", ("type",))
+        self.events = self.exact_counter("event", "row and DDL events applied", ("type",))
+        self.execute = self.histogram(
+            "execute_duration_time", "time (s) of one apply to the downstream", buckets=fast
+        )
+        self.query = self.histogram(
+            "query_duration_time", "time (s) of downstream queries", ("type",), buckets=fast
+        )
+        self.reach = self.histogram(
+            "binlog_reach_duration_time",
+            "time (s) from a binlog's commit to its arrival at the drainer",
+            ("nodeID",),
+            buckets=fast,
+        )
+        self.read_size = self.histogram(
+            "read_binlog_size",
+            "size of a pulled binlog",
+            ("nodeID",),
+            buckets=exponential_buckets(16, 2, 25),
+        )
+        self.queue_size = self.gauge("queue_size", "items waiting in a queue", ("name",))
         self.catchup_active = self.gauge(
             "catchup_active", "1 while a Spark catch-up is staging or running"
         )

@@ -11,7 +11,8 @@ has one.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from grpclib.const import Handler, Status
@@ -73,17 +74,28 @@ def _refusal(e: WriteRefused) -> GRPCError:
 class PumpApi(PumpBase):
     """``binlog.Pump``: WriteBinlog and PullBinlogs, byte-compatible with tipb."""
 
-    def __init__(self, cluster_id: int, intake: Intake, source: BinlogSource) -> None:
+    def __init__(
+        self,
+        cluster_id: int,
+        intake: Intake,
+        source: BinlogSource,
+        observe: Callable[[str, str, float], None] = lambda method, label, seconds: None,
+    ) -> None:
         self._cluster_id = cluster_id
         self._intake = intake
         self._source = source
+        self._observe = observe  # rpc_duration_seconds{method, label="succ"|"fail"}
 
     async def write_binlog(self, write_binlog_req: WriteBinlogReq) -> WriteBinlogResp:
-        check_cluster(self._cluster_id, write_binlog_req.cluster_id)
+        began, label = time.monotonic(), "fail"
         try:
+            check_cluster(self._cluster_id, write_binlog_req.cluster_id)
             await self._intake.write(write_binlog_req.payload)
+            label = "succ"
         except WriteRefused as e:
             raise _refusal(e) from e
+        finally:
+            self._observe("WriteBinlog", label, time.monotonic() - began)
         return WriteBinlogResp()
 
     def __mapping__(self) -> dict[str, Handler]:
@@ -102,10 +114,15 @@ class PumpApi(PumpBase):
         check_cluster(self._cluster_id, request.cluster_id)
         after = request.start_from.offset if request.start_from else 0
         log.info("drainer pulls binlogs after commit ts %d", after)
-        async for batch in self._source.pull_batches(after):
-            replies = (encode_pull_resp(b.payload, b.start_ts, b.commit_ts) for b in batch)
-            for block, count in frame_replies(replies):
-                await send_block(stream, block, count)
+        began, label = time.monotonic(), "fail"
+        try:
+            async for batch in self._source.pull_batches(after):
+                replies = (encode_pull_resp(b.payload, b.start_ts, b.commit_ts) for b in batch)
+                for block, count in frame_replies(replies):
+                    await send_block(stream, block, count)
+            label = "succ"
+        finally:
+            self._observe("PullBinlogs", label, time.monotonic() - began)
 
 
 class PumpBatchApi(PumpBatchBase):

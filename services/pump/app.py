@@ -48,6 +48,7 @@ from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
 from tributary.servicekit.net import status_addr
 from tributary.servicekit.node import claim_node
+from tributary.servicekit.serving import serve_grpc_and_http
 from tributary.telemetry.grpcauth import enforce_allowed_cn
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.logs import ContextAdapter
@@ -250,7 +251,7 @@ async def serve(
             )
 
             handlers: list[object] = [
-                PumpApi(cluster_id, intake, storage),
+                PumpApi(cluster_id, intake, storage, metrics.observe_rpc),
                 PumpBatchApi(cluster_id, intake),
                 PumpStatsApi(cluster_id, storage),
             ]
@@ -263,7 +264,6 @@ async def serve(
                 handlers += [TsoService(member), PdService(member, tls=tls), relay]
             server = Server(handlers)  # type: ignore[arg-type]
             enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
-            await server.start(sock=sock, ssl=server_context(cfg.security))
             stack.callback(server.close)
             ops = OpsServer(
                 *status_addr(cfg.listen.addr, cfg.status_addr),
@@ -273,8 +273,8 @@ async def serve(
                 ssl_context=server_context(cfg.security, alpn=ALPN_HTTP),
                 allowed_cns=cfg.security.cert_allowed_cn,
             )
-            http_port = await ops.start()
             stack.push_async_callback(ops.close)
+            http_port = await serve_grpc_and_http(server, sock, ops, cfg.security, cfg.status_addr)
 
             await pump.record(NodeState.ONLINE)
             if previous is None or previous.state is NodeState.OFFLINE:

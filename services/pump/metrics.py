@@ -7,10 +7,15 @@ prometheus_client.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from services.pump.storage import StorageStats
-from tributary.telemetry import Metrics, exponential_buckets
+from services.pump.storage.stats import Distribution
+from tributary.telemetry import Metrics, exponential_buckets, fq_name
 
 STORAGE = "pump_storage"  # tidb-binlog's subsystem of the storage families
 
@@ -24,7 +29,7 @@ class PumpMetrics(Metrics):
             "rpc_duration_seconds",
             "gRPC call latency by method and outcome",
             ("method", "label"),
-            buckets=exponential_buckets(0.00005, 2, 22),
+            buckets=exponential_buckets(0.00005, 2, 18),
         )
         self.max_commit_ts = self.gauge(
             "max_commit_ts", "highest commit ts the sorter released", subsystem=STORAGE
@@ -67,13 +72,24 @@ class PumpMetrics(Metrics):
             ("drainer",),
         )
         self.written = self.gauge("binlogs_written", "binlogs stored since start")
+        self.slow_chaser = self.counter(
+            "slow_chaser_count", "slow chaser state changes (none here)", ("type",),
+            subsystem=STORAGE,
+        )  # fmt: skip
+        self.stats: StorageStats | None = None
+        self.registry.register(_Distributions(self))
+
+    def observe_rpc(self, method: str, label: str, seconds: float) -> None:
+        self.rpc_duration.labels(method, label).observe(seconds)
 
     def sync(self, stats: StorageStats, written: int) -> None:
         self.max_commit_ts.set(stats.max_commit_ts)
         self.gc_ts.set(stats.gc_ts)
         self.done_gc_ts.set(stats.done_gc_ts)
         self.deleted_kv.set(stats.deleted_kv_total)
+        self.stats = stats
         self.storage_size.labels("available").set(stats.available_bytes)
+        self.storage_size.labels("capacity").set(stats.capacity_bytes)
         for kind, n in stats.error_count.items():
             self.errors.labels(kind).set(n)
         self.loss.set(stats.loss_binlog_count)
@@ -82,3 +98,32 @@ class PumpMetrics(Metrics):
         self.written.set(written)
         self.stuck.set(len(stats.stuck_prewrites))
         self.oldest_stuck.set(stats.stuck_prewrites[0] if stats.stuck_prewrites else 0)
+
+
+class _Distributions:
+    """Storage's write size/duration distributions as tidb-binlog's histograms
+    (``binlog_pump_storage_write_binlog_size``, ``..._write_binlog_duration_time``, by type)."""
+
+    def __init__(self, metrics: PumpMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._metrics.stats
+        if stats is None:
+            return
+        yield _family("write_binlog_size", "write binlog size", stats.write_binlog_size)
+        yield _family(
+            "write_binlog_duration_time",
+            "write time (s) of binlogs",
+            stats.write_binlog_duration_time,
+        )
+
+
+def _family(name: str, doc: str, by_type: dict[str, Distribution]) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(fq_name("binlog", STORAGE, name), doc, labels=("type",))
+    for kind, d in by_type.items():
+        cumulative = itertools.accumulate(d.counts)
+        buckets = [(repr(b), float(n)) for b, n in zip(d.bounds, cumulative, strict=False)]
+        buckets.append(("+Inf", float(d.count)))
+        family.add_metric([kind], buckets, d.total)
+    return family

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -47,19 +46,6 @@ def dead_pump(node_id: str, state: NodeState = NodeState.ONLINE) -> NodeStatus:
     """The record a crashed pump leaves behind (fixed timestamps)."""
     ts = tso.compose(1_700_000_000_123, 7)  # 2023-11-14 22:13:20.123 UTC
     return NodeStatus(node_id, "10.0.0.9:8250", state, max_commit_ts=ts, update_ts=ts + 1)
-
-
-def free_port_pair() -> int:
-    """A port p such that p and p + 1 are both free now (gRPC, default status port)."""
-    for _ in range(100):
-        port = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free port pair")
 
 
 async def finished(p: RunningPump) -> NodeState:
@@ -125,15 +111,15 @@ async def test_update_pump_repairs_a_dead_pumps_record(
         assert await reg.get(PUMP, "crashed-1") == dead_pump("crashed-1", NodeState.OFFLINE)
 
 
-async def test_pause_pump_via_default_status_port(
+async def test_pause_pump_via_its_grpc_port(
     tmp_path: Path, etcd: EtcdProcess, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    port = free_port_pair()
+    port = free_port()
     cfg = dataclasses.replace(
         pump_config(tmp_path / "p", etcd.endpoint), listen=ListenSettings(f"127.0.0.1:{port}")
     )
     async with running_pump(cfg) as p:
-        assert p.started.http_port == port + 1  # status-addr unset: gRPC port + 1
+        assert p.started.http_port == port  # status-addr unset: HTTP on the gRPC port
         node = p.started.node_id
         assert await ctl("pause-pump", "--node-id", node, "--pd-urls", etcd.endpoint) == 0
         captured = capsys.readouterr()
@@ -147,16 +133,18 @@ async def test_pause_pump_via_default_status_port(
         # A paused pump's API is gone: a clear error, no traceback.
         assert await ctl("pause-pump", "--node-id", node, "--pd-urls", etcd.endpoint) == 1
         err = capsys.readouterr().err
-        assert f"cannot reach pump {node} at http://127.0.0.1:{port + 1}/state/" in err
+        assert f"cannot reach pump {node} at http://127.0.0.1:{port}/state/" in err
         assert "Traceback" not in err
 
 
 async def test_offline_pump_without_drainers_goes_offline(
     tmp_path: Path, etcd: EtcdProcess, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    async with running_pump(pump_config(tmp_path / "p", etcd.endpoint)) as p:
+    status_addr = f"127.0.0.1:{free_port()}"  # an extra listener, not the gRPC port
+    cfg = pump_config(tmp_path / "p", etcd.endpoint, status_addr=status_addr)
+    async with running_pump(cfg) as p:
         node = p.started.node_id
-        status_addr = f"127.0.0.1:{p.started.http_port}"  # ephemeral: not gRPC port + 1
+        assert p.started.http_port != p.started.grpc_port
         code = await ctl(
             "offline-pump", "--node-id", node, "--status-addr", status_addr,
             "--pd-urls", etcd.endpoint, "--json",

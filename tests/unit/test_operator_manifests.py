@@ -73,8 +73,10 @@ def test_the_pump_stateful_set_runs_pumps_named_after_their_pods() -> None:
     annotations = sts["spec"]["template"]["metadata"]["annotations"]
     assert (
         annotations["prometheus.io/scrape"] == "true"
-        and annotations["prometheus.io/port"] == "8251"
+        and annotations["prometheus.io/port"] == "8250"  # gRPC and HTTP share it
     )
+    assert c["readinessProbe"]["httpGet"]["port"] == "grpc"
+    assert [p["containerPort"] for p in c["ports"]] == [8250]
     (claim,) = sts["spec"]["volumeClaimTemplates"]
     assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert claim["spec"]["storageClassName"] == "fast"
@@ -142,7 +144,7 @@ def test_rendered_pump_toml_loads_with_the_pump_settings() -> None:
     text = objects()[("ConfigMap", "c1-pump")]["data"]["pump.toml"]
     cfg = check_pump(text)
     assert cfg.pd_urls == ("http://etcd-0:2379", "http://etcd-1:2379")
-    assert cfg.listen.addr == "0.0.0.0:8250" and cfg.status_addr == "0.0.0.0:8251"
+    assert cfg.listen.addr == "0.0.0.0:8250" and cfg.status_addr == ""  # HTTP on 8250 too
     assert cfg.data_dir == "/var/lib/binlog/pump"
     assert cfg.gc == 3 * 86400 and cfg.storage.sync_log is False  # the user's keys
 
@@ -210,7 +212,7 @@ def test_tls_mounts_the_secret_and_points_the_configs_at_it() -> None:
 def test_with_tls_every_component_probes_itself_with_the_certificates() -> None:
     """The kubelet's httpGet presents no client certificate, which the TLS APIs require."""
     objs = objects({**RAW, "tls": {"secretName": "binlog-tls"}})
-    for sts, port in [("c1-pump", 8251), ("c1-drainer-down", 8252), ("c1-capture", 8300)]:
+    for sts, port in [("c1-pump", 8250), ("c1-drainer-down", 8249), ("c1-capture", 8300)]:
         tmpl = objs[("StatefulSet", sts)]["spec"]["template"]
         (c,) = tmpl["spec"]["containers"]
         assert c["readinessProbe"]["exec"]["command"] == [
@@ -228,4 +230,4 @@ def test_with_tls_every_component_probes_itself_with_the_certificates() -> None:
         *("--security-ssl-key", "/etc/binlog/tls/tls.key"),
     ]
     plain = objects()[("StatefulSet", "c1-pump")]["spec"]["template"]["spec"]["containers"][0]
-    assert plain["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}
+    assert plain["livenessProbe"]["httpGet"] == {"path": "/health", "port": "grpc"}

@@ -100,7 +100,7 @@ class PumpConfig:
     )
     status_addr: str = setting(
         "",
-        "HTTP ops API address (status, state, metrics, health); empty = gRPC port + 1",
+        "an extra address of the HTTP ops API (status, metrics ...), also served on the gRPC port",
         kind=OPTIONAL_HOST_PORT,
     )
     data_dir: str = setting("data.pump", "directory of the value log, index and node id")

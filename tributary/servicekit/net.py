@@ -1,10 +1,12 @@
 """Listening sockets for gRPC servers, the address a node advertises, and where a node's HTTP
 ops API lives.
 
-Invariants: the status address defaults to the gRPC port + 1, the rule ``binlogctl`` relies on
-to find a node's HTTP API from its registry record; an advertised address is never a wildcard:
-without ``advertise-addr`` it is the listen host, or, when that is a wildcard, the machine's
-first non-loopback IPv4 address (tidb-binlog's ``DefaultIP``, 127.0.0.1 when there is none).
+Invariants: the HTTP API is always served on the gRPC port (``servicekit.serving``), so the
+address in a node's registry record is its HTTP API's too, the rule tidb-binlog's ``binlogctl``
+relies on; ``status-addr`` only adds a listener of its own. An advertised address is never a
+wildcard: without ``advertise-addr`` it is the listen host, or, when that is a wildcard, the
+machine's first non-loopback IPv4 address (tidb-binlog's ``DefaultIP``, 127.0.0.1 when there
+is none).
 """
 
 from __future__ import annotations
@@ -33,11 +35,8 @@ def bind(addr: str) -> socket.socket:
 
 
 def status_addr(grpc_addr: str, configured: str) -> tuple[str, int]:
-    """``configured`` if set, else the gRPC host with the next port (any port if 0)."""
-    if configured:
-        return split_host_port(configured)
-    host, port = split_host_port(grpc_addr)
-    return host, (port + 1 if port else 0)
+    """Where the HTTP API listens: ``configured`` if set, else the gRPC address itself."""
+    return split_host_port(configured or grpc_addr)
 
 
 def advertise_for(addr: str, configured: str, port: int) -> str:

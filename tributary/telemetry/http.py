@@ -5,12 +5,15 @@ true, else 503; ``GET /metrics`` the service's registry. Errors leave as JSON
 ``{"error": message, "status": code}``: handlers raise ``ApiError`` (or an aiohttp
 ``HTTPException``), anything else becomes a logged 500. With ``allowed_cns`` every request whose
 verified client certificate has no allowed Common Name gets 403 before its handler runs.
-Invariant: ``start()`` returns the bound port; ``close()`` stops accepting, lets in-flight
+It listens on its own address (``start``), serves connections accepted on another server's
+port (``protocol_factory``, see ``telemetry.oneport``), or both. Invariant: ``start()`` returns
+the bound port; ``close()`` stops accepting, lets in-flight
 requests finish within ``shutdown_timeout`` seconds, and is idempotent.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import ssl
@@ -140,19 +143,35 @@ class OpsServer:
         return f"{'https' if self._ssl else 'http'}://{join_host_port(self._host, self._port)}"
 
     async def start(self) -> int:
-        """Bind and serve; returns the bound port."""
-        runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=self._shutdown_timeout)
-        await runner.setup()
+        """Bind and serve on this server's own host and port; returns the bound port."""
+        fresh = self._runner is None
+        runner = await self._setup()
         site = web.TCPSite(runner, self._host, self._port, ssl_context=self._ssl)
         try:
             await site.start()
         except BaseException:
-            await runner.cleanup()
+            if fresh:
+                await self.close()
             raise
-        self._runner = runner
         self._port = site.port
         log.info("ops HTTP server listening on %s", self.url)
         return self._port
+
+    async def protocol_factory(self) -> Callable[[], asyncio.BaseProtocol]:
+        """One aiohttp protocol per call, for connections accepted elsewhere (the gRPC port,
+        ``telemetry.oneport``); ``close`` shuts those connections down too."""
+        server = (await self._setup()).server
+        assert server is not None
+        return server
+
+    async def _setup(self) -> web.AppRunner:
+        if self._runner is None:
+            runner = web.AppRunner(
+                self.app, access_log=None, shutdown_timeout=self._shutdown_timeout
+            )
+            await runner.setup()
+            self._runner = runner
+        return self._runner
 
     async def close(self) -> None:
         runner, self._runner = self._runner, None

@@ -24,6 +24,7 @@ from tributary.settings.security import SecuritySettings
 
 ALPN_GRPC = ("h2",)
 ALPN_HTTP = ("http/1.1",)
+ALPN_ONE_PORT = ALPN_GRPC + ALPN_HTTP  # gRPC and the HTTP API on one port (telemetry.oneport)
 
 PeerCert = Mapping[str, Any]
 """A certificate as returned by ``SSLSocket.getpeercert()``."""

@@ -18,7 +18,7 @@ import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
-SIZE_BUCKETS: tuple[float, ...] = tuple(float(1 << n) for n in range(4, 31, 2))  # 16 B .. 1 GiB
+SIZE_BUCKETS: tuple[float, ...] = tuple(float(16 << n) for n in range(25))  # tidb-binlog's: 16 B ..
 DURATION_BUCKETS: tuple[float, ...] = tuple(0.00005 * 2**n for n in range(20))  # 50 us .. ~26 s
 
 
