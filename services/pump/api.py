@@ -14,12 +14,12 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from grpclib.const import Handler, Status
+from grpclib.const import Cardinality, Handler, Status
 from grpclib.exceptions import GRPCError
 from grpclib.server import Stream
 
 from services.pump.intake import Intake, Reason, WriteRefused
-from services.pump.pullwire import EncodedReply, encode_pull_resp
+from services.pump.pullwire import EMPTY_REPLY, EncodedReply, encode_pull_resp
 from services.pump.storage import PulledBinlog, StorageError
 from tributary.wire.binlog import (
     PullBinlogReq,
@@ -35,6 +35,7 @@ from tributary.wire.binlogext import (
     WriteBinlogsReq,
     WriteBinlogsResp,
 )
+from tributary.wire.views import WriteBinlogReqView
 
 log = logging.getLogger(__name__)
 
@@ -79,23 +80,35 @@ class PumpApi(PumpBase):
         self._source = source
 
     async def write_binlog(self, write_binlog_req: WriteBinlogReq) -> WriteBinlogResp:
-        check_cluster(self._cluster_id, write_binlog_req.cluster_id)
-        try:
-            await self._intake.write(write_binlog_req.payload)
-        except WriteRefused as e:
-            raise _refusal(e) from e
+        await self._write(write_binlog_req.cluster_id, write_binlog_req.payload)
         return WriteBinlogResp()
 
+    async def _write(self, cluster_id: int, payload: bytes) -> None:
+        check_cluster(self._cluster_id, cluster_id)
+        try:
+            await self._intake.write(payload)
+        except WriteRefused as e:
+            raise _refusal(e) from e
+
     def __mapping__(self) -> dict[str, Handler]:
-        """PullBinlogs sends its replies marshalled by hand (``pullwire``): the server runs
-        with ``PullCodec``, which passes them through."""
+        """WriteBinlog reads its request and PullBinlogs writes its replies by hand
+        (``pullwire``): the server runs with ``PullCodec``, which knows both."""
         mapping = super().__mapping__()
         name = "/binlog.Pump/PullBinlogs"
         generated = mapping[name]
         mapping[name] = Handler(
             self._pull_stream, generated.cardinality, generated.request_type, generated.reply_type
         )
+        mapping["/binlog.Pump/WriteBinlog"] = Handler(
+            self._write_stream, Cardinality.UNARY_UNARY, WriteBinlogReqView, EncodedReply
+        )
         return mapping
+
+    async def _write_stream(self, stream: Stream[WriteBinlogReqView, EncodedReply]) -> None:
+        request = await stream.recv_message()
+        assert request is not None  # grpclib: a unary request always has its message
+        await self._write(request.cluster_id, request.payload)
+        await stream.send_message(EMPTY_REPLY)
 
     async def _pull_stream(self, stream: Stream[PullBinlogReq, Any]) -> None:
         request = await stream.recv_message()
