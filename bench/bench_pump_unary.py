@@ -34,8 +34,8 @@ import uvloop
 from services.demo.cluster import DemoCluster
 from services.demo.procs import Child, Supervisor, free_port, free_port_pair
 from tributary.coord.etcd import EtcdKv
-from tributary.registry.registry import NodeRegistry, node_key
-from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.registry.registry import NodeRegistry
+from tributary.registry.status import NodeKind, NodeState, NodeStatus, node_key
 from tributary.tso.pd_client import get_members
 from tributary.wire import ts as tso
 
