@@ -15,12 +15,18 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
-from grpclib.const import Handler, Status
+from grpclib.const import Cardinality, Handler, Status
 from grpclib.exceptions import GRPCError
 from grpclib.server import Stream
 
 from services.pump.intake import Intake, Reason, WriteRefused
-from services.pump.pullwire import encode_pull_resp, frame_replies, send_block
+from services.pump.pullwire import (
+    EMPTY_REPLY,
+    EncodedReply,
+    encode_pull_resp,
+    frame_replies,
+    send_block,
+)
 from services.pump.storage import PulledBinlog, StorageError
 from tributary.wire.binlog import (
     PullBinlogReq,
@@ -36,6 +42,7 @@ from tributary.wire.binlogext import (
     WriteBinlogsReq,
     WriteBinlogsResp,
 )
+from tributary.wire.views import WriteBinlogReqView
 
 log = logging.getLogger(__name__)
 
@@ -87,26 +94,39 @@ class PumpApi(PumpBase):
         self._observe = observe  # rpc_duration_seconds{method, label="succ"|"fail"}
 
     async def write_binlog(self, write_binlog_req: WriteBinlogReq) -> WriteBinlogResp:
+        await self._write(write_binlog_req.cluster_id, write_binlog_req.payload)
+        return WriteBinlogResp()
+
+    async def _write(self, cluster_id: int, payload: bytes) -> None:
         began, label = time.monotonic(), "fail"
         try:
-            check_cluster(self._cluster_id, write_binlog_req.cluster_id)
-            await self._intake.write(write_binlog_req.payload)
+            check_cluster(self._cluster_id, cluster_id)
+            await self._intake.write(payload)
             label = "succ"
         except WriteRefused as e:
             raise _refusal(e) from e
         finally:
             self._observe("WriteBinlog", label, time.monotonic() - began)
-        return WriteBinlogResp()
 
     def __mapping__(self) -> dict[str, Handler]:
-        """PullBinlogs sends its replies marshalled by hand, many to a write (``pullwire``)."""
+        """WriteBinlog reads its request by hand and PullBinlogs sends its replies marshalled by
+        hand, many to a write (``pullwire``); the server runs with ``PumpCodec``."""
         mapping = super().__mapping__()
         name = "/binlog.Pump/PullBinlogs"
         generated = mapping[name]
         mapping[name] = Handler(
             self._pull_stream, generated.cardinality, generated.request_type, generated.reply_type
         )
+        mapping["/binlog.Pump/WriteBinlog"] = Handler(
+            self._write_stream, Cardinality.UNARY_UNARY, WriteBinlogReqView, EncodedReply
+        )
         return mapping
+
+    async def _write_stream(self, stream: Stream[WriteBinlogReqView, EncodedReply]) -> None:
+        request = await stream.recv_message()
+        assert request is not None  # grpclib: a unary request always has its message
+        await self._write(request.cluster_id, request.payload)
+        await stream.send_message(EMPTY_REPLY)
 
     async def _pull_stream(self, stream: Stream[PullBinlogReq, Any]) -> None:
         request = await stream.recv_message()

@@ -31,6 +31,7 @@ from services.pump.http import routes
 from services.pump.intake import Intake
 from services.pump.metrics import PumpMetrics
 from services.pump.offline import check_marker, write_marker
+from services.pump.pullwire import PumpCodec
 from services.pump.state import Action, PumpState
 from services.pump.storage import (
     Resolver,
@@ -262,7 +263,7 @@ async def serve(
                 stack.callback(relay.close)
                 tls = cfg.security.ssl_cert != ""
                 handlers += [TsoService(member), PdService(member, tls=tls), relay]
-            server = Server(handlers)  # type: ignore[arg-type]
+            server = Server(handlers, codec=PumpCodec())  # type: ignore[arg-type]
             enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
             stack.callback(server.close)
             ops = OpsServer(

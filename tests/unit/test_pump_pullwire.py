@@ -4,9 +4,18 @@ its blocks of framed replies hold each whole message once, in order."""
 from __future__ import annotations
 
 import pytest
+from grpclib.encoding.proto import ProtoCodec
 
-from services.pump.pullwire import encode_pull_resp, frame_replies, grpc_frame
-from tributary.wire.binlog import Entity, Meta, PullBinlogResp
+from services.pump.pullwire import (
+    EMPTY_REPLY,
+    EncodedReply,
+    PumpCodec,
+    encode_pull_resp,
+    frame_replies,
+    grpc_frame,
+)
+from tributary.wire.binlog import Entity, Meta, PullBinlogResp, WriteBinlogReq, WriteBinlogResp
+from tributary.wire.views import MalformedMessage, WriteBinlogReqView
 
 BIG_TS = (1 << 62) + 12345  # a ts of the far future: a ten-byte varint
 
@@ -49,3 +58,44 @@ def test_blocks_hold_whole_messages_in_order_up_to_the_limit() -> None:
         pos += 5 + size
     assert got == messages
     assert list(frame_replies([])) == []
+
+
+def test_the_codec_passes_encoded_replies_and_encodes_the_rest() -> None:
+    codec = PumpCodec()
+    assert codec.encode(EncodedReply(b"\x0a\x00"), PullBinlogResp) == b"\x0a\x00"
+    message = WriteBinlogResp(errmsg="full")
+    assert codec.encode(message, WriteBinlogResp) == ProtoCodec().encode(message, WriteBinlogResp)
+    with pytest.raises(TypeError):  # the protobuf codec's type check still holds for the rest
+        codec.encode(message, PullBinlogResp)
+    assert isinstance(codec.decode(b"\x0a\x00", PullBinlogResp), PullBinlogResp)
+
+
+@pytest.mark.parametrize(
+    ("cluster_id", "payload"),
+    [
+        (6_900_000_000_000_000_001, b"\x08\x00\x10\x05" + b"v" * 1100),
+        ((1 << 64) - 1, b""),  # a probe: the payload field is left out
+        (0, b"x"),
+    ],
+)
+def test_write_requests_read_as_betterproto_reads_them(cluster_id: int, payload: bytes) -> None:
+    data = bytes(WriteBinlogReq(cluster_id=cluster_id, payload=payload))
+    view = PumpCodec().decode(data, WriteBinlogReqView)
+    assert (view.cluster_id, view.payload) == (cluster_id, payload)
+    # unknown fields are skipped and the last occurrence of a field wins, as in betterproto
+    doubled = data + b"\x1a\x02zz" + bytes(WriteBinlogReq(cluster_id=7))
+    back = WriteBinlogReq().parse(doubled)
+    view = PumpCodec().decode(doubled, WriteBinlogReqView)
+    assert (view.cluster_id, view.payload) == (back.cluster_id, back.payload)
+
+
+def test_malformed_write_requests_are_refused() -> None:
+    with pytest.raises(MalformedMessage):
+        PumpCodec().decode(b"\x12\x05ab", WriteBinlogReqView)  # payload runs past the end
+    with pytest.raises(MalformedMessage):
+        PumpCodec().decode(b"\x0a\x01a", WriteBinlogReqView)  # cluster_id not a varint
+
+
+def test_the_empty_write_reply_is_what_betterproto_writes() -> None:
+    assert EMPTY_REPLY.data == bytes(WriteBinlogResp())
+    assert PumpCodec().encode(EMPTY_REPLY, WriteBinlogResp) == b""

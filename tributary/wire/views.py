@@ -297,3 +297,22 @@ def _field_at(buf: bytes, pos: int, end: int) -> tuple[int, int, int]:
     if pos > end:
         raise MalformedMessage(f"field {key >> 3} runs past the end")
     return key, start, pos
+
+
+@dataclass(slots=True)
+class WriteBinlogReqView:
+    """``binlog.WriteBinlogReq``: the cluster ID and the marshalled binlog (empty: a probe)."""
+
+    cluster_id: int = 0
+    payload: bytes = b""
+
+
+def parse_write_binlog_req(buf: bytes) -> WriteBinlogReqView:
+    """The pump's unary request, read in one pass (the payload is one slice of ``buf``)."""
+    r = WriteBinlogReqView()
+    for number, wire, value in _fields(buf, 0, len(buf)):
+        if number == 1:
+            r.cluster_id = _scalar(number, wire, value)
+        elif number == 2:
+            r.payload = _bytes(buf, number, wire, value)
+    return r
