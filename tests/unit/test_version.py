@@ -26,6 +26,7 @@ def test_every_declared_script_is_covered() -> None:
         "tributary-check",
         "binlog-workload",
         "binlog-cdc",
+        "binlog-status",
     }
 
 
