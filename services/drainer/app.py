@@ -382,6 +382,7 @@ async def _serve_edges(
             d.synced,
             lambda: d.checkpointer.saved_ts,
             d.syncer.catchup,
+            redact(cfg.syncer.sink_url(cfg.data_dir)),
         ),
         registry=metrics.registry,
         ready_fn=d.ready,

@@ -8,7 +8,8 @@ stops and records paused/offline.
 
 Catch-up (ours): ``/status`` carries ``"CatchUp"`` when ``[syncer.catchup]`` is on (absent
 otherwise, so the body stays tidb-binlog's): state, range, rows, attempts, job pid and its
-last progress lines. ``PUT /catchup`` asks for a catch-up from the next binlog on: 200
+last progress lines; ``"Sink"``: the configured downstream, password masked (the status page
+shows it). ``PUT /catchup`` asks for a catch-up from the next binlog on: 200
 accepted, 409 (``{"error": ...}``) when one is under way or catch-up is not enabled.
 """
 
@@ -31,6 +32,7 @@ def routes(
     synced: Callable[[], bool],
     checkpoint: Callable[[], int],
     catchup: CatchUp | None = None,
+    sink: str = "",
 ) -> web.RouteTableDef:
     r = web.RouteTableDef()
 
@@ -42,6 +44,8 @@ def routes(
             "LastTS": checkpoint(),
             "TsMap": "",
         }
+        if sink:
+            body["Sink"] = sink
         if catchup is not None:
             body["CatchUp"] = catchup.status()
         return json_response(body)

@@ -46,7 +46,9 @@ async def test_http_grpc_and_close_to_offline(etcd: EtcdProcess, tmp_path: Path)
             d.started.advertise_addr,
             0,
         )
-        assert await d.get("/status") == {"PumpPos": {}, "Synced": False, "LastTS": 0, "TsMap": ""}
+        status = await d.get("/status")
+        assert status.pop("Sink").startswith(cfg.syncer.sink_scheme() + ":")
+        assert status == {"PumpPos": {}, "Synced": False, "LastTS": 0, "TsMap": ""}
         assert await d.get("/commit_ts") == {
             "message": "get drainer's latest ts success!",
             "code": 200,

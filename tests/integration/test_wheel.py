@@ -31,6 +31,7 @@ SCRIPTS = (
     "tributary-check",
     "binlog-workload",
     "binlog-cdc",
+    "binlog-status",
 )
 
 _NOT_SOURCES = (".git", ".venv", ".tox", "build", "*.egg-info", "__pycache__", "*-data", "data*")

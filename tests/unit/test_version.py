@@ -27,6 +27,7 @@ def test_every_declared_script_is_covered() -> None:
         "binlog-workload",
         "binlog-cdc",
         "binlog-arbiter",
+        "binlog-status",
     }
 
 
