@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.support.certs import make_ca
 from tests.support.etcd import run_etcd
@@ -61,15 +61,13 @@ def sa_token(namespace: str, name: str) -> str:
     return f"sa-{namespace}-{name}-token"
 
 
-@dataclass
-class KubeApiServer:
-    url: str
+class KubeTools:
+    """kubectl and helm against one cluster: its kubeconfig, helm's homes under ``root``."""
+
     bin_dir: Path
-    ca: Path
-    kubeconfig: Path
     root: Path
-    proc: subprocess.Popen[bytes]
-    contexts: dict[str, Path] = field(default_factory=dict)
+    kubeconfig: Path
+    tool_timeout: ClassVar[float] = 120  # s, the default bound of one kubectl/helm run
 
     def run(
         self,
@@ -78,7 +76,7 @@ class KubeApiServer:
         check: bool = True,
         input: str | None = None,
         kubeconfig: Path | None = None,
-        timeout: float = 120,
+        timeout: float | None = None,
     ) -> subprocess.CompletedProcess[str]:
         env = {
             **os.environ,
@@ -93,7 +91,7 @@ class KubeApiServer:
             capture_output=True,
             text=True,
             env=env,
-            timeout=timeout,
+            timeout=self.tool_timeout if timeout is None else timeout,
         )
         if check and done.returncode != 0:
             raise AssertionError(
@@ -111,6 +109,17 @@ class KubeApiServer:
         """``kubectl get ... -o json``, parsed; None if not found."""
         done = self.kubectl("get", *args, "-o", "json", "--ignore-not-found")
         return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+@dataclass
+class KubeApiServer(KubeTools):
+    url: str
+    bin_dir: Path
+    ca: Path
+    kubeconfig: Path
+    root: Path
+    proc: subprocess.Popen[bytes]
+    contexts: dict[str, Path] = field(default_factory=dict)
 
     def kubeconfig_for(self, token: str, name: str) -> Path:
         """A kubeconfig authenticating with ``token`` (a static token of this server)."""
