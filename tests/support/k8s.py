@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 from tests.support.certs import make_ca
 from tests.support.etcd import run_etcd
 from tests.support.net import free_port
+from tests.support.procs import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "k8s-binaries"
@@ -220,12 +221,7 @@ def run_apiserver(root: Path, bin_dir: Path) -> Iterator[KubeApiServer]:
             _wait_ready(url, ca.cert, proc, log)
             yield server
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, 30)
 
 
 CHART = REPO / "helm" / "binlog-operator"
@@ -318,12 +314,7 @@ def run_operator(
                 time.sleep(0.3)
         yield running
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 30)
 
 
 def eventually(check: Any, what: str, within: float = 90.0, every: float = 0.5) -> Any:
