@@ -31,7 +31,7 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +39,12 @@ import asyncmy
 import uvloop
 
 from bench.bench_pump_write import peak_rss_mib
+from bench.upstream import Upstream, open_upstream, write_all
 from services.demo.cluster import DemoCluster
 from services.demo.procs import Supervisor
 from tests.support.mariadb import MariaDBServer, make_template, running_server
-from tributary.coord.cluster_id import read_cluster_id
-from tributary.coord.etcd import EtcdKv
-from tributary.ddlhistory import Action, DbInfo, KvDdlHistory
-from tributary.ddlhistory.build import ddl_job, table_info
-from tributary.pumpclient import PumpsClient
+from tributary.ddlhistory import Action
+from tributary.ddlhistory.build import table_info
 from tributary.sinks.checkpoint import CheckpointRecord
 from tributary.tidbcodec import (
     BytesDatum,
@@ -57,10 +55,8 @@ from tributary.tidbcodec import (
     encode_updated_row,
 )
 from tributary.tidbcodec import mysqltypes as mt
-from tributary.tso.client import TsoClient
 from tributary.wire.binlog import MutationType, PrewriteValue, TableMutation
 
-DB = DbInfo(1, "bench")
 COLUMNS = [
     ("id", mt.ColumnType(mt.TYPE_LONGLONG, flag=mt.NOT_NULL_FLAG, flen=20)),
     ("k", mt.ColumnType(mt.TYPE_LONG, flag=mt.NOT_NULL_FLAG, flen=11)),
@@ -77,7 +73,6 @@ SMALL, LARGE, STEADY = (
 INS, UPD, DEL = (
     MutationType(m) for m in (MutationType.Insert, MutationType.Update, MutationType.DeleteRow)
 )
-WRITERS = 256
 
 Row = tuple[int, int, str, str]
 
@@ -109,36 +104,6 @@ def prewrite_value(
             m.deleted_rows.append(encode_deleted_row(cols(row)))
         m.sequence.append(kind)
     return bytes(PrewriteValue(schema_version=version, mutations=[m]))
-
-
-class Upstream:
-    """Plays TiDB: DDL into the history + DDL binlogs, and transactions through the pump client."""
-
-    def __init__(self, kv: EtcdKv, tso: TsoClient, client: PumpsClient) -> None:
-        self.history = KvDdlHistory(kv)
-        self.tso = tso
-        self.client = client
-        self.version = 0
-        self.last_commit = 0
-
-    async def ddl(self, job_id: int, action: Action, table: Any, query: str) -> None:
-        job = await self.history.append_job(lambda v: ddl_job(job_id, action, v, DB, table, query))
-        self.version = job.schema_version
-        start = await self.tso.get_ts()
-        await self.client.prewrite(start, b"", ddl_query=query.encode(), ddl_job_id=job_id)
-        commit = await self.tso.get_ts()
-        await self.client.commit(start, commit)
-        self.last_commit = max(self.last_commit, commit)
-
-    async def txn(self, value: bytes, on_commit_ts: Callable[[int], None] | None = None) -> int:
-        start = await self.tso.get_ts()
-        await self.client.prewrite(start, value, b"k%d" % start)
-        commit = await self.tso.get_ts()
-        if on_commit_ts is not None:
-            on_commit_ts(commit)
-        await self.client.commit(start, commit)
-        self.last_commit = max(self.last_commit, commit)
-        return commit
 
 
 def backlog_values(version: int, rows: int, seed: int) -> list[bytes]:
@@ -184,18 +149,6 @@ def backlog_values(version: int, rows: int, seed: int) -> list[bytes]:
         values.append(prewrite_value(version, LARGE.id, batch))
         done += 100
     return values
-
-
-async def write_all(up: Upstream, values: list[bytes]) -> None:
-    it = iter(values)
-
-    async def writer() -> None:
-        for v in it:
-            await up.txn(v)
-
-    async with asyncio.TaskGroup() as tg:
-        for i in range(WRITERS):
-            tg.create_task(writer(), name=f"bench-writer-{i}")
 
 
 async def downstream_checkpoint(conn: Any) -> int:
@@ -307,38 +260,34 @@ async def measure(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any],
         async with DemoCluster(root, Supervisor(root)) as cluster:
             etcd = await cluster.start_etcd()
             await cluster.start_pumps(2)
-            async with EtcdKv.connect([etcd.url]) as kv:
-                cluster_id = await read_cluster_id(kv)
-                assert cluster_id is not None
-                async with TsoClient(kv, cluster_id) as tso, PumpsClient(kv, cluster_id) as client:
-                    up = Upstream(kv, tso, client)
-                    first = await tso.get_ts()
-                    await up.ddl(1, Action.CREATE_SCHEMA, None, "CREATE DATABASE bench")
-                    for job_id, t in ((2, SMALL), (3, LARGE), (4, STEADY)):
-                        await up.ddl(job_id, Action.CREATE_TABLE, t, CREATE.format(name=t.name))
-                    values = backlog_values(up.version, args.rows, args.seed)
-                    t0 = time.perf_counter()
-                    await write_all(up, values)
-                    write_s = time.perf_counter() - t0
-                    sink = db.dsn() + "?consistent=true"
-                    pump_pids = [p.child.pid for p in cluster.pumps]
-                    pumps_cpu0 = sum(cpu_seconds(pid) for pid in pump_pids)
-                    t0 = time.perf_counter()
-                    drainer = await cluster.start_drainer(
-                        sink, extra=["--initial-commit-ts", str(first)]
-                    )
-                    conn = await asyncmy.connect(
-                        host=db.host, port=db.port, user=db.user, password=db.password
-                    )
-                    try:
-                        await wait_checkpoint(conn, up.last_commit, args.timeout)
-                        elapsed = time.perf_counter() - t0
-                        cpu = cpu_seconds(drainer.child.pid)
-                        pumps_cpu = sum(cpu_seconds(pid) for pid in pump_pids) - pumps_cpu0
-                        latencies = await steady(up, conn, args.rate, args.seconds)
-                    finally:
-                        conn.close()
-                    rss = peak_rss_mib(drainer.child.pid)
+            async with open_upstream(etcd.url) as up:
+                first = await up.tso.get_ts()
+                await up.ddl(1, Action.CREATE_SCHEMA, None, "CREATE DATABASE bench")
+                for job_id, t in ((2, SMALL), (3, LARGE), (4, STEADY)):
+                    await up.ddl(job_id, Action.CREATE_TABLE, t, CREATE.format(name=t.name))
+                values = backlog_values(up.version, args.rows, args.seed)
+                t0 = time.perf_counter()
+                await write_all(up, values)
+                write_s = time.perf_counter() - t0
+                sink = db.dsn() + "?consistent=true"
+                pump_pids = [p.child.pid for p in cluster.pumps]
+                pumps_cpu0 = sum(cpu_seconds(pid) for pid in pump_pids)
+                t0 = time.perf_counter()
+                drainer = await cluster.start_drainer(
+                    sink, extra=["--initial-commit-ts", str(first)]
+                )
+                conn = await asyncmy.connect(
+                    host=db.host, port=db.port, user=db.user, password=db.password
+                )
+                try:
+                    await wait_checkpoint(conn, up.last_commit, args.timeout)
+                    elapsed = time.perf_counter() - t0
+                    cpu = cpu_seconds(drainer.child.pid)
+                    pumps_cpu = sum(cpu_seconds(pid) for pid in pump_pids) - pumps_cpu0
+                    latencies = await steady(up, conn, args.rate, args.seconds)
+                finally:
+                    conn.close()
+                rss = peak_rss_mib(drainer.child.pid)
     rows_per_s = args.rows / elapsed
     backlog = {
         "bench": "drainer_backlog",

@@ -47,18 +47,15 @@ import uvloop
 from grpclib.client import Channel
 from grpclib.const import Cardinality
 
-from bench.bench_drainer import Upstream, backlog_values, cpu_seconds, write_all
+from bench.bench_drainer import backlog_values, cpu_seconds
+from bench.upstream import open_upstream, write_all
 from services.demo.cluster import DemoCluster
 from services.demo.procs import Supervisor
 from services.drainer.cli import GC_THRESHOLDS
 from services.drainer.feed import INBOX_SIZE, Inbox
 from services.drainer.pullchannel import CONFIG, PULL_PATH, pull_messages
 from services.drainer.puller import Puller
-from tributary.coord.cluster_id import read_cluster_id
-from tributary.coord.etcd import EtcdKv
 from tributary.net import split_host_port
-from tributary.pumpclient import PumpsClient
-from tributary.tso.client import TsoClient
 from tributary.wire.binlog import Pos, PullBinlogReq
 
 IMPLS = ("grpclib", "ceiling", "stock")
@@ -231,14 +228,11 @@ async def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     async with DemoCluster(work, Supervisor(work)) as cluster:
         etcd = await cluster.start_etcd()
         await cluster.start_pumps(2)
-        async with EtcdKv.connect([etcd.url]) as kv:
-            cluster_id = await read_cluster_id(kv)
-            assert cluster_id is not None
-            async with TsoClient(kv, cluster_id) as tso, PumpsClient(kv, cluster_id) as client:
-                up = Upstream(kv, tso, client)
-                first = await tso.get_ts()
-                values = backlog_values(1, args.rows, args.seed)
-                await write_all(up, values)
+        async with open_upstream(etcd.url) as up:
+            cluster_id = up.cluster_id
+            first = await up.tso.get_ts()
+            values = backlog_values(1, args.rows, args.seed)
+            await write_all(up, values)
         pumps = [
             {
                 "name": p.name,

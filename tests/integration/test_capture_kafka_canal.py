@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +13,7 @@ import asyncmy.errors
 import pytest
 
 from tests.support.canal_consumer import CanalRebuilder
-from tests.support.net import free_port
+from tests.support.capture import capture_cli, start_capture, write_shop
 from tributary.checker.compare import compare
 from tributary.checker.errors import CheckerError
 from tributary.sinks import SinkOptions
@@ -30,48 +27,10 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.support.kafka", "tests.support.mariadb"]
 pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(300)]
 
-ROOT = Path(__file__).resolve().parents[2]
 CANAL_FIELDS = [
     "id", "database", "table", "pkNames", "isDdl", "type", "es", "ts", "sql", "sqlType",
     "mysqlType", "data", "old", "_tidb",
 ]  # fmt: skip
-
-
-def start_capture(etcd: str, upstream: str, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "services.capture", "server", "--etcd", etcd, "--addr",
-             f"127.0.0.1:{port}", "--upstream", upstream, "--capture-id", "c0",
-             "--capture-session-ttl", "2", "--checkpoint-interval", "0.2"],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-    return proc, port
-
-
-async def cli(port: int, *args: str) -> str:
-    async with asyncio.timeout(60):
-        while True:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "services.capture", "cli", "--server",
-                f"127.0.0.1:{port}", *args,
-                cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
-            out, _ = await proc.communicate()
-            if proc.returncode == 0:
-                return out.decode()
-            await asyncio.sleep(0.5)
-
-
-async def write(up: MariaDBServer, statements: list[str]) -> None:
-    async with up.connect("shop") as conn, conn.cursor() as cur:
-        await cur.execute("BEGIN")
-        for sql in statements:
-            await cur.execute(sql)
-        await cur.execute("COMMIT")
 
 
 async def converged(
@@ -112,7 +71,7 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
     capture, port = start_capture(etcd.endpoint, up.dsn() + "?server-id=4411", tmp_path / "c.log")
     stop = asyncio.Event()
     try:
-        await cli(port, "changefeed", "create", "-c", "to-kafka", "--sink-uri", uri)
+        await capture_cli(port, "changefeed", "create", "-c", "to-kafka", "--sink-uri", uri)
         await up.execute("CREATE DATABASE shop")
         await up.execute(
             "CREATE TABLE shop.items (id INT PRIMARY KEY, name VARCHAR(32), price DECIMAL(10,2),"
@@ -120,7 +79,7 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
         )
         await up.execute("CREATE TABLE shop.events (kind VARCHAR(16), n BIGINT UNSIGNED)")
         for i in range(0, 60, 6):
-            await write(
+            await write_shop(
                 up,
                 [
                     f"INSERT INTO items VALUES ({j}, 'item {j}', {j}.25,"
@@ -129,7 +88,7 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
                 ]
                 + [f"INSERT INTO events VALUES ('made', {2**64 - 1 - i})"],
             )
-        await write(
+        await write_shop(
             up,
             [
                 "UPDATE items SET price = price * 2 WHERE id < 10",
@@ -138,7 +97,7 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
             ],
         )
         await up.execute("ALTER TABLE shop.items ADD COLUMN note VARCHAR(40) DEFAULT 'new'")
-        await write(up, ["INSERT INTO items (id, name) VALUES (500, 'after alter')"])
+        await write_shop(up, ["INSERT INTO items (id, name) VALUES (500, 'after alter')"])
 
         async with open_sink(f"{down.dsn()}?consistent=true", SinkOptions(cluster_id=77)) as sink:
             consumer = CanalRebuilder(kafka.bootstrap, topic, sink)

@@ -12,16 +12,13 @@ resumes from its checkpoint and the downstream is equal again.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import asyncmy.errors
 import pytest
 
-from tests.support.net import free_port
+from tests.support.capture import capture_cli, start_capture, write_shop
 from tests.support.pipeline import running_pipeline
 from tributary.checker.compare import compare
 from tributary.checker.errors import CheckerError
@@ -31,60 +28,6 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.support.mariadb"]
 pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(300)]
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def start_capture(etcd: str, upstream: str, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "services.capture",
-                "server",
-                "--etcd",
-                etcd,
-                "--addr",
-                f"127.0.0.1:{port}",
-                "--upstream",
-                upstream,
-                "--capture-id",
-                "c0",
-                "--capture-session-ttl",
-                "2",
-                "--checkpoint-interval",
-                "0.2",
-            ],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    return proc, port
-
-
-async def cli(port: int, *args: str) -> str:
-    """``binlog-cdc cli`` against the capture at ``port``, retried while it starts."""
-    async with asyncio.timeout(60):
-        while True:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "services.capture",
-                "cli",
-                "--server",
-                f"127.0.0.1:{port}",
-                *args,
-                cwd=ROOT,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-            out, _ = await proc.communicate()
-            if proc.returncode == 0:
-                return out.decode()
-            await asyncio.sleep(0.5)
 
 
 async def converged(up: MariaDBServer, down: MariaDBServer, expect: dict[str, int]) -> None:
@@ -113,14 +56,6 @@ async def converged(up: MariaDBServer, down: MariaDBServer, expect: dict[str, in
         raise AssertionError(f"downstream did not converge: {last}") from None
 
 
-async def write(up: MariaDBServer, statements: list[str]) -> None:
-    async with up.connect("shop") as conn, conn.cursor() as cur:
-        await cur.execute("BEGIN")
-        for sql in statements:
-            await cur.execute(sql)
-        await cur.execute("COMMIT")
-
-
 async def test_mariadb_through_capture_pumps_and_drainer(
     tmp_path: Path, mariadb_instance: InstanceFactory
 ) -> None:
@@ -134,7 +69,7 @@ async def test_mariadb_through_capture_pumps_and_drainer(
         capture, port = start_capture(etcd, up.dsn() + "?server-id=4343", tmp_path / "cdc.log")
         try:
             host_port = etcd.removeprefix("http://")
-            await cli(
+            await capture_cli(
                 port,
                 "changefeed",
                 "create",
@@ -150,7 +85,7 @@ async def test_mariadb_through_capture_pumps_and_drainer(
             )
             await up.execute("CREATE TABLE shop.events (kind VARCHAR(16), n BIGINT UNSIGNED)")
             for i in range(0, 60, 6):
-                await write(
+                await write_shop(
                     up,
                     [
                         f"INSERT INTO items VALUES ({j}, 'item {j}', {j}.25,"
@@ -159,7 +94,7 @@ async def test_mariadb_through_capture_pumps_and_drainer(
                     ]
                     + [f"INSERT INTO events VALUES ('made', {2**64 - 1 - i})"],
                 )
-            await write(
+            await write_shop(
                 up,
                 [
                     "UPDATE items SET price = price * 2 WHERE id < 10",
@@ -170,14 +105,14 @@ async def test_mariadb_through_capture_pumps_and_drainer(
                 ],
             )
             await up.execute("ALTER TABLE shop.items ADD COLUMN note VARCHAR(40) DEFAULT 'new'")
-            await write(up, ["INSERT INTO items (id, name) VALUES (500, 'after alter')"])
-            await write(up, ["UPDATE items SET note = 'changed' WHERE id = 1"])
+            await write_shop(up, ["INSERT INTO items (id, name) VALUES (500, 'after alter')"])
+            await write_shop(up, ["UPDATE items SET note = 'changed' WHERE id = 1"])
             await converged(up, down, {"items": 51, "events": 3})
 
             capture.kill()  # SIGKILL mid-life; the upstream keeps changing meanwhile
             capture.wait()
-            await write(up, [f"INSERT INTO items (id) VALUES ({k})" for k in range(600, 620)])
-            await write(up, ["DELETE FROM items WHERE id < 5"])
+            await write_shop(up, [f"INSERT INTO items (id) VALUES ({k})" for k in range(600, 620)])
+            await write_shop(up, ["DELETE FROM items WHERE id < 5"])
             capture, port = start_capture(etcd, up.dsn() + "?server-id=4343", tmp_path / "cdc.log")
             await converged(up, down, {"items": 66, "events": 3})
         finally:

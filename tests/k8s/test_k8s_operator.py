@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,6 @@ import pytest
 
 from services.demo.procs import free_port_pair
 from tests.support.certs import make_ca
-from tests.support.drainer import DB, TABLE, row_value
 from tests.support.etcd import EtcdProcess
 from tests.support.k8s import (
     InstalledChart,
@@ -34,17 +31,13 @@ from tests.support.k8s import (
     run_operator,
 )
 from tests.support.k8s_cluster import FAST, apply, cluster, etcdctl_put, events, start_drainer
+from tests.support.k8s_workload import downstream_ids, table_writer
 from tests.support.pump import PumpProcess, pump_config, running_pump, start_pump_process
 from tributary.cdc.keys import FeedId, Keys
 from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, FeedState, RunningError
-from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
-from tributary.ddlhistory import Action, DdlJob, KvDdlHistory, TableInfo
-from tributary.ddlhistory.build import ddl_job
-from tributary.pumpclient import PumpsClient
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
-from tributary.tso.client import TsoClient
 from tributary.wire.ts import compose
 
 pytestmark = [pytest.mark.slow, pytest.mark.etcd]
@@ -191,22 +184,6 @@ def test_a_blocked_scale_down_and_a_bad_spec_are_reported(
         eventually(lambda: kube.get("bc", "c2", "-n", ns) is None, "c2 deleted")
 
 
-def _job(
-    job_id: int, action: Action, version: int, *, table: TableInfo | None, query: str
-) -> DdlJob:
-    return ddl_job(job_id, action, version, DB, table, query)
-
-
-def downstream_ids(db: Path) -> set[int]:
-    if not db.exists():
-        return set()
-    try:
-        with sqlite3.connect(db) as conn:
-            return {r[0] for r in conn.execute('SELECT id FROM "merge__t"')}
-    except sqlite3.OperationalError:
-        return set()  # the table is not there yet
-
-
 @pytest.mark.timeout(400)
 async def test_scale_down_closes_real_pumps_first_and_loses_no_binlog(
     binlog_chart: InstalledChart, namespace: str, etcd: EtcdProcess, tmp_path: Path
@@ -252,58 +229,35 @@ async def test_scale_down_closes_real_pumps_first_and_loses_no_binlog(
             ]
             assert [d["nodeId"] for d in status["drainers"]] == ["c4-drainer-down-0"]
 
-            async with EtcdKv.connect([etcd.endpoint]) as kv:
-                cluster_id = await read_cluster_id(kv)
-                history = KvDdlHistory(kv)
-                assert cluster_id is not None
-                async with (
-                    TsoClient(kv, cluster_id) as tso,
-                    PumpsClient(kv, cluster_id, commit_timeout=60.0) as client,
-                ):
+            async with (
+                table_writer(etcd.endpoint) as write,
+                EtcdKv.connect([etcd.endpoint]) as kv,
+            ):
+                written = set(range(1, 61))
+                await write(sorted(written))
+                used = {p.node_id for p in await NodeRegistry(kv).list(NodeKind.PUMP)}
+                assert used == {"c4-pump-0", "c4-pump-1", "c4-pump-2"}
 
-                    async def commit(value: bytes, **ddl: Any) -> int:
-                        start = await tso.get_ts()
-                        await client.prewrite(start, value, b"k", **ddl)
-                        ts = await tso.get_ts()
-                        await client.commit(start, ts)
-                        return ts
+                kube.kubectl("scale", "bc/c4", "-n", ns, "--replicas=1")
+                await eventually_async(
+                    lambda: replicas(kube, ns, "c4-pump") == 1, "shrunk to 1", within=120
+                )
+                # the shrink came after the removed pumps went offline, and they exited
+                registry = NodeRegistry(kv)
+                for i in (1, 2):
+                    status = await registry.get(NodeKind.PUMP, f"c4-pump-{i}")
+                    assert status is not None and status.state is NodeState.OFFLINE
+                    assert pumps[i].proc.wait(30) == 0
+                status = await registry.get(NodeKind.PUMP, "c4-pump-0")
+                assert status is not None and status.state is NodeState.ONLINE
 
-                    async def ddl(job_id: int, action: Action, query: str) -> int:
-                        table = TABLE if action is Action.CREATE_TABLE else None
-                        job = await history.append_job(
-                            partial(_job, job_id, action, table=table, query=query)
-                        )
-                        await commit(b"", ddl_query=query.encode(), ddl_job_id=job_id)
-                        return job.schema_version
-
-                    await ddl(1, Action.CREATE_SCHEMA, "CREATE DATABASE merge")
-                    version = await ddl(2, Action.CREATE_TABLE, "CREATE TABLE t (id BIGINT)")
-                    written = set(range(1, 61))
-                    for rid in sorted(written):
-                        await commit(row_value(version, rid))
-                    used = {p.node_id for p in await NodeRegistry(kv).list(NodeKind.PUMP)}
-                    assert used == {"c4-pump-0", "c4-pump-1", "c4-pump-2"}
-
-                    kube.kubectl("scale", "bc/c4", "-n", ns, "--replicas=1")
-                    await eventually_async(
-                        lambda: replicas(kube, ns, "c4-pump") == 1, "shrunk to 1", within=120
-                    )
-                    # the shrink came after the removed pumps went offline, and they exited
-                    registry = NodeRegistry(kv)
-                    for i in (1, 2):
-                        status = await registry.get(NodeKind.PUMP, f"c4-pump-{i}")
-                        assert status is not None and status.state is NodeState.OFFLINE
-                        assert pumps[i].proc.wait(30) == 0
-                    status = await registry.get(NodeKind.PUMP, "c4-pump-0")
-                    assert status is not None and status.state is NodeState.ONLINE
-
-                    # nothing written before the scale-down is missing downstream
-                    await eventually_async(
-                        lambda: downstream_ids(db) >= written, "every row downstream", within=120
-                    )
-                    # and writes go on through the remaining pump
-                    await commit(row_value(version, 1000))
-                    await eventually_async(lambda: 1000 in downstream_ids(db), "a later row")
+                # nothing written before the scale-down is missing downstream
+                await eventually_async(
+                    lambda: downstream_ids(db) >= written, "every row downstream", within=120
+                )
+                # and writes go on through the remaining pump
+                await write([1000])
+                await eventually_async(lambda: 1000 in downstream_ids(db), "a later row")
 
             # deleting the cluster takes the last pump offline before it goes, then the
             # drainer (it consumed the pump's binlogs first)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.net import free_port
+from tests.support.procs import stop_process
 
 
 def etcd_binary() -> str:
@@ -97,11 +98,5 @@ def run_etcd(data_dir: Path, port: int | None = None) -> Iterator[EtcdProcess]:
         _wait_listening(host, client_port, proc, timeout=20)
         yield EtcdProcess(host, client_port, data_dir, proc)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, 10)
         log.close()

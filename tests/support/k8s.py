@@ -27,11 +27,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.support.certs import make_ca
 from tests.support.etcd import run_etcd
 from tests.support.net import free_port
+from tests.support.procs import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "k8s-binaries"
@@ -61,15 +62,13 @@ def sa_token(namespace: str, name: str) -> str:
     return f"sa-{namespace}-{name}-token"
 
 
-@dataclass
-class KubeApiServer:
-    url: str
+class KubeTools:
+    """kubectl and helm against one cluster: its kubeconfig, helm's homes under ``root``."""
+
     bin_dir: Path
-    ca: Path
-    kubeconfig: Path
     root: Path
-    proc: subprocess.Popen[bytes]
-    contexts: dict[str, Path] = field(default_factory=dict)
+    kubeconfig: Path
+    tool_timeout: ClassVar[float] = 120  # s, the default bound of one kubectl/helm run
 
     def run(
         self,
@@ -78,7 +77,7 @@ class KubeApiServer:
         check: bool = True,
         input: str | None = None,
         kubeconfig: Path | None = None,
-        timeout: float = 120,
+        timeout: float | None = None,
     ) -> subprocess.CompletedProcess[str]:
         env = {
             **os.environ,
@@ -93,7 +92,7 @@ class KubeApiServer:
             capture_output=True,
             text=True,
             env=env,
-            timeout=timeout,
+            timeout=self.tool_timeout if timeout is None else timeout,
         )
         if check and done.returncode != 0:
             raise AssertionError(
@@ -111,6 +110,17 @@ class KubeApiServer:
         """``kubectl get ... -o json``, parsed; None if not found."""
         done = self.kubectl("get", *args, "-o", "json", "--ignore-not-found")
         return json.loads(done.stdout) if done.stdout.strip() else None
+
+
+@dataclass
+class KubeApiServer(KubeTools):
+    url: str
+    bin_dir: Path
+    ca: Path
+    kubeconfig: Path
+    root: Path
+    proc: subprocess.Popen[bytes]
+    contexts: dict[str, Path] = field(default_factory=dict)
 
     def kubeconfig_for(self, token: str, name: str) -> Path:
         """A kubeconfig authenticating with ``token`` (a static token of this server)."""
@@ -211,12 +221,7 @@ def run_apiserver(root: Path, bin_dir: Path) -> Iterator[KubeApiServer]:
             _wait_ready(url, ca.cert, proc, log)
             yield server
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, 30)
 
 
 CHART = REPO / "helm" / "binlog-operator"
@@ -309,12 +314,7 @@ def run_operator(
                 time.sleep(0.3)
         yield running
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 30)
 
 
 def eventually(check: Any, what: str, within: float = 90.0, every: float = 0.5) -> Any:

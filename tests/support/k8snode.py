@@ -15,7 +15,6 @@ the reason. One node per machine at a time: a lock file serialises concurrent te
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import subprocess
@@ -25,9 +24,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from tests.support.k8s import K8sUnavailable
+from tests.support.k8s import K8sUnavailable, KubeTools
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
@@ -74,53 +73,14 @@ def prepare() -> Prepared:
 
 
 @dataclass
-class KubeNode:
+class KubeNode(KubeTools):
     """The running node: kubectl/helm against it as its admin."""
 
     kubeconfig: Path
     bin_dir: Path
     root: Path  # the test session's scratch directory (helm's homes)
     image: str = IMAGE
-
-    def run(
-        self,
-        tool: str,
-        *args: str,
-        check: bool = True,
-        input: str | None = None,
-        timeout: float = 180,
-    ) -> subprocess.CompletedProcess[str]:
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self.kubeconfig),
-            "HELM_CACHE_HOME": str(self.root / "helm-cache"),
-            "HELM_CONFIG_HOME": str(self.root / "helm-config"),
-            "HELM_DATA_HOME": str(self.root / "helm-data"),
-        }
-        done = subprocess.run(
-            [str(self.bin_dir / tool), *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=timeout,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(
-                f"{tool} {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-            )
-        return done
-
-    def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-        return self.run("kubectl", *args, **kw)
-
-    def helm(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-        return self.run("helm", *args, **kw)
-
-    def get(self, *args: str) -> Any:
-        """``kubectl get ... -o json``, parsed; None if not found."""
-        done = self.kubectl("get", *args, "-o", "json", "--ignore-not-found")
-        return json.loads(done.stdout) if done.stdout.strip() else None
+    tool_timeout: ClassVar[float] = 180
 
 
 def _node_script(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:

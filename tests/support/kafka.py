@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.net import free_port
+from tests.support.procs import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "kafka-dist"
@@ -225,13 +226,8 @@ class KafkaBroker:
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM (a controlled shutdown), SIGKILL if it does not end in time."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        if self.proc is not None:
+            stop_process(self.proc, timeout, self.kill)
 
     def restart(self) -> None:
         self.kill()

@@ -41,6 +41,7 @@ import asyncmy
 import pytest
 
 from tests.support.net import free_port
+from tests.support.procs import stop_process
 
 PACKAGE = "mariadb-server"  # Debian package providing mariadbd and mariadb-install-db
 USER = "tributary"
@@ -295,13 +296,8 @@ class MariaDBServer:
 
     def stop(self, timeout: float = 60.0) -> None:
         """Clean shutdown (SIGTERM) and wait."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        if self.proc is not None:
+            stop_process(self.proc, timeout, self.kill)
 
     def kill(self) -> None:
         """SIGKILL the server (the data directory stays; ``start`` recovers it)."""

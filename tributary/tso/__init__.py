@@ -2,7 +2,8 @@
 
 Modules: ``clock`` (Clock port), ``allocator`` (pure window/physical/logical
 logic), ``window`` (the window in etcd, leader-guarded), ``member`` (campaign and
-serve), ``service`` (gRPC edge), ``client`` (the ``Tso`` port, batching client).
+serve), ``service`` (gRPC edge), ``batching`` (coalescing ``get_ts()`` calls into one
+request), ``client`` (the ``Tso`` port over our TSO) and ``pd_client`` (over PD).
 """
 
 from tributary.tso.allocator import MAX_COUNT, TimestampAllocator, WindowStore

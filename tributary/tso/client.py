@@ -3,9 +3,10 @@
 ``TsoClient`` finds the TSO leader through the election keys (watching the
 prefix), coalesces concurrent ``get_ts()`` calls into one ``GetTimestamps``
 RPC with ``count = N`` (one RPC in flight per client; callers arriving during
-it form the next batch), and follows the leader when it moves. Given the
-caller's own ``TsoMember`` it allocates in-process whenever that member leads
-and uses the network otherwise, so an embedding service needs only this class.
+it form the next batch; see ``batching``), and follows the leader when it
+moves. Given the caller's own ``TsoMember`` it allocates in-process whenever
+that member leads and uses the network otherwise, so an embedding service
+needs only this class.
 
 Invariant: within a batch the callers get consecutive timestamps in arrival
 order; every timestamp comes from the single current leader, so a call that
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
@@ -29,7 +29,7 @@ from grpclib.exceptions import ProtocolError, StreamTerminatedError
 from tributary.coord.election import current_leader
 from tributary.coord.kv import Kv, KvError
 from tributary.net import split_host_port
-from tributary.tso.allocator import MAX_COUNT
+from tributary.tso.batching import BatchTexts, Retry, TimestampBatcher
 from tributary.tso.errors import NotLeader, TsoError
 from tributary.tso.keys import LEADER_PREFIX
 from tributary.tso.member import TsoMember
@@ -43,14 +43,11 @@ class Tso(Protocol):
         """A timestamp larger than any handed out before this call started."""
 
 
-@dataclass(slots=True)
-class _Waiter:
-    deadline: float
-    future: asyncio.Future[int]
-
-
-class _Retry(Exception):
-    """One attempt failed in a way another attempt (perhaps elsewhere) may fix."""
+_TEXTS = BatchTexts(
+    expired="no TSO leader answered in time",
+    timed_out="timed out waiting for a timestamp",
+    closed="TSO client closed",
+)
 
 
 class TsoClient:
@@ -82,15 +79,14 @@ class TsoClient:
         self._leader: str | None = None
         self._channel: Channel | None = None
         self._channel_addr: str | None = None
-        self._pending: list[_Waiter] = []
-        self._wakeup = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._batcher = TimestampBatcher(
+            self._request_guarded, _TEXTS, task_name="tso-client-flush"
+        )
+        self._watch_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> TsoClient:
-        self._tasks = [
-            asyncio.create_task(self._flush_loop(), name="tso-client-flush"),
-            asyncio.create_task(self._watch_loop(), name="tso-client-watch"),
-        ]
+        await self._batcher.__aenter__()
+        self._watch_task = asyncio.create_task(self._watch_loop(), name="tso-client-watch")
         return self
 
     async def __aexit__(
@@ -99,18 +95,15 @@ class TsoClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
-        for waiter in self._pending:
-            if not waiter.future.done():
-                waiter.future.set_exception(TsoError("TSO client closed", retriable=True))
-        self._pending.clear()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            await asyncio.gather(self._watch_task, return_exceptions=True)
+            self._watch_task = None
+        await self._batcher.__aexit__(exc_type, exc, tb)
         self._close_channel()
 
     async def get_ts(self) -> int:
-        if not self._tasks:
+        if not self._batcher.running:
             raise RuntimeError("TsoClient not entered")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._timeout
@@ -122,74 +115,24 @@ class TsoClient:
             except NotLeader:
                 pass  # it just stepped down: ask whoever leads now
             except TimeoutError as e:
-                raise TsoError("timed out waiting for a timestamp", retriable=True) from e
-        waiter = _Waiter(deadline, loop.create_future())
-        self._pending.append(waiter)
-        self._wakeup.set()
+                raise TsoError(_TEXTS.timed_out, retriable=True) from e
+        return await self._batcher.get(deadline)
+
+    # -- requests ---------------------------------------------------------
+
+    async def _request_guarded(self, count: int, deadline: float) -> int:
         try:
-            async with asyncio.timeout_at(deadline + 1.0):  # the flusher fails it first
-                return await waiter.future
-        except TimeoutError as e:
-            raise TsoError("timed out waiting for a timestamp", retriable=True) from e
-
-    # -- batching ---------------------------------------------------------
-
-    async def _flush_loop(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            batch = self._take_pending([])
-            if batch:
-                await self._serve(batch)
-
-    def _take_pending(self, batch: list[_Waiter]) -> list[_Waiter]:
-        """Append live pending waiters to ``batch`` up to MAX_COUNT; the rest wait."""
-        live = [w for w in batch + self._pending if not w.future.done()]
-        batch, self._pending = live[:MAX_COUNT], live[MAX_COUNT:]
-        if self._pending:
-            self._wakeup.set()
-        return batch
-
-    async def _serve(self, batch: list[_Waiter]) -> None:
-        loop = asyncio.get_running_loop()
-        backoff = 0.05
-        while batch:
-            try:
-                last = await self._request(len(batch), min(w.deadline for w in batch))
-            except _Retry as e:
-                now = loop.time()
-                for w in batch:
-                    if w.deadline <= now and not w.future.done():
-                        w.future.set_exception(
-                            TsoError(f"no TSO leader answered in time: {e}", retriable=True)
-                        )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-                batch = self._take_pending(batch)
-                continue
-            except TsoError as e:
-                self._fail(batch, e)
-                return
-            except Exception as e:  # a bug or an unexpected reply: fail the batch, keep serving
-                log.exception("TSO request failed unexpectedly")
-                self._fail(batch, TsoError(f"TSO request failed: {e!r}", retriable=True))
-                return
-            first = last - len(batch) + 1
-            for offset, w in enumerate(batch):
-                if not w.future.done():
-                    w.future.set_result(first + offset)
-            return
-
-    @staticmethod
-    def _fail(batch: list[_Waiter], error: TsoError) -> None:
-        for w in batch:
-            if not w.future.done():
-                w.future.set_exception(error)
+            return await self._request(count, deadline)
+        except (Retry, TsoError):
+            raise
+        except Exception as e:  # a bug or an unexpected reply: fail the batch, keep serving
+            log.exception("TSO request failed unexpectedly")
+            raise TsoError(f"TSO request failed: {e!r}", retriable=True) from e
 
     async def _request(self, count: int, deadline: float) -> int:
         remaining = deadline - asyncio.get_running_loop().time()
         if remaining <= 0:
-            raise _Retry("deadline passed")
+            raise Retry("deadline passed")
         channel = await self._leader_channel()
         request = TsoRequest(cluster_id=self._cluster_id, count=count)
         try:
@@ -200,10 +143,10 @@ class TsoClient:
             if e.status in (Status.FAILED_PRECONDITION, Status.INVALID_ARGUMENT):
                 raise TsoError(f"TSO rejected the request: {e.message}", retriable=False) from e
             await self._forget_leader()
-            raise _Retry(f"{e.status.name}: {e.message}") from e
+            raise Retry(f"{e.status.name}: {e.message}") from e
         except (StreamTerminatedError, ProtocolError, OSError, TimeoutError) as e:
             await self._forget_leader()
-            raise _Retry(repr(e)) from e
+            raise Retry(repr(e)) from e
         if reply.count != count:
             raise TsoError(f"TSO answered {reply.count} timestamps for {count}", retriable=True)
         return reply.last
@@ -214,13 +157,13 @@ class TsoClient:
         if self._leader is None:
             await self._refresh_leader()
         if self._leader is None:
-            raise _Retry("no TSO leader is elected")
+            raise Retry("no TSO leader is elected")
         if self._channel is None or self._channel_addr != self._leader:
             self._close_channel()
             try:
                 host, port = split_host_port(self._leader)
             except ValueError as e:
-                raise _Retry(f"bad TSO leader address {self._leader!r}") from e
+                raise Retry(f"bad TSO leader address {self._leader!r}") from e
             self._channel, self._channel_addr = Channel(host, port, ssl=self._ssl), self._leader
         return self._channel
 
@@ -232,7 +175,7 @@ class TsoClient:
         try:
             found = await current_leader(self._kv, self._prefix)
         except KvError as e:
-            raise _Retry(f"cannot read the TSO leader: {e}") from e
+            raise Retry(f"cannot read the TSO leader: {e}") from e
         self._leader = None if found is None else found.value.decode()
 
     def _close_channel(self) -> None:
@@ -249,7 +192,7 @@ class TsoClient:
                 async for _event in self._kv.watch_prefix(self._prefix):
                     await self._refresh_leader()
                     backoff = 0.1
-            except (_Retry, KvError) as e:
+            except (Retry, KvError) as e:
                 log.warning("TSO leader watch failed, retrying: %s", e)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 2.0)

@@ -4,8 +4,9 @@
 answers gives the cluster ID; plain etcd answers UNIMPLEMENTED. ``PdClient`` is the ``Tso``
 port over PD: it keeps one ``Tso`` stream to the leader, coalesces concurrent ``get_ts()``
 calls into one request with ``count = N`` (one request in flight; callers arriving during it
-form the next batch) and, when the stream fails, asks ``GetMembers`` for the leader again,
-over every member URL PD gave it (PD's client also learns its URL list this way).
+form the next batch; see ``batching``) and, when the stream fails, asks ``GetMembers`` for
+the leader again, over every member URL PD gave it (PD's client also learns its URL list
+this way).
 
 Invariant: a batch's callers get the ``count`` consecutive timestamps ending at the reply's
 ``logical`` (PD sends the last one), in arrival order; a reply that would go back below the
@@ -18,7 +19,6 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,7 +28,7 @@ from grpclib.client import Channel
 from grpclib.const import Cardinality, Status
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
-from tributary.tso.allocator import MAX_COUNT
+from tributary.tso.batching import BatchTexts, Retry, TimestampBatcher
 from tributary.tso.errors import TsoError
 from tributary.wire import ts
 from tributary.wire.pdpb import (
@@ -84,14 +84,11 @@ async def probe_pd(urls: Sequence[str], *, ssl_context: ssl.SSLContext | None = 
     return next(iter(found), None)
 
 
-@dataclass(slots=True)
-class _Waiter:
-    deadline: float
-    future: asyncio.Future[int]
-
-
-class _Retry(Exception):
-    """This attempt failed in a way a new leader (or the same, later) may fix."""
+_TEXTS = BatchTexts(
+    expired="no timestamp from PD in time",
+    timed_out="timed out waiting for a timestamp from PD",
+    closed="PD client closed",
+)
 
 
 class PdClient:
@@ -119,12 +116,12 @@ class PdClient:
         self._stream: Any = None
         self._stream_cm: Any = None
         self._last = 0
-        self._pending: list[_Waiter] = []
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._batcher = TimestampBatcher(
+            self._request, _TEXTS, task_name="pd-client-flush", on_error=self._close_stream
+        )
 
     async def __aenter__(self) -> PdClient:
-        self._task = asyncio.create_task(self._flush_loop(), name="pd-client-flush")
+        await self._batcher.__aenter__()
         return self
 
     async def __aexit__(
@@ -133,78 +130,18 @@ class PdClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        for waiter in self._pending:
-            if not waiter.future.done():
-                waiter.future.set_exception(TsoError("PD client closed", retriable=True))
-        self._pending.clear()
+        await self._batcher.__aexit__(exc_type, exc, tb)
         await self._close_stream()
 
     async def get_ts(self) -> int:
-        if self._task is None:
+        if not self._batcher.running:
             raise RuntimeError("PdClient not entered")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._timeout
-        waiter = _Waiter(deadline, loop.create_future())
-        self._pending.append(waiter)
-        self._wakeup.set()
-        try:
-            async with asyncio.timeout_at(deadline + 1.0):  # the flusher fails it first
-                return await waiter.future
-        except TimeoutError as e:
-            raise TsoError("timed out waiting for a timestamp from PD", retriable=True) from e
+        return await self._batcher.get(asyncio.get_running_loop().time() + self._timeout)
 
-    # -- batching ---------------------------------------------------------
+    # -- requests ---------------------------------------------------------
 
-    async def _flush_loop(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            batch = self._take([])
-            if batch:
-                await self._serve(batch)
-
-    def _take(self, batch: list[_Waiter]) -> list[_Waiter]:
-        live = [w for w in batch + self._pending if not w.future.done()]
-        batch, self._pending = live[:MAX_COUNT], live[MAX_COUNT:]
-        if self._pending:
-            self._wakeup.set()
-        return batch
-
-    async def _serve(self, batch: list[_Waiter]) -> None:
-        loop = asyncio.get_running_loop()
-        backoff = 0.05
-        while batch:
-            try:
-                last = await self._request(len(batch))
-            except _Retry as e:
-                await self._close_stream()
-                now = loop.time()
-                for w in batch:
-                    if w.deadline <= now and not w.future.done():
-                        w.future.set_exception(
-                            TsoError(f"no timestamp from PD in time: {e}", retriable=True)
-                        )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-                batch = self._take(batch)
-                continue
-            except TsoError as e:
-                await self._close_stream()
-                for w in batch:
-                    if not w.future.done():
-                        w.future.set_exception(e)
-                return
-            first = last - len(batch) + 1
-            for offset, w in enumerate(batch):
-                if not w.future.done():
-                    w.future.set_result(first + offset)
-            return
-
-    async def _request(self, count: int) -> int:
+    async def _request(self, count: int, deadline: float) -> int:
+        del deadline  # each reply on the stream is bounded by its own wait
         stream = await self._leader_stream()
         request = TsoRequest(header=RequestHeader(cluster_id=self._cluster_id), count=count)
         try:
@@ -213,16 +150,16 @@ class PdClient:
         except GRPCError as e:
             if e.status is Status.FAILED_PRECONDITION:
                 raise TsoError(f"PD refused the request: {e.message}", retriable=False) from e
-            raise _Retry(f"{e.status.name}: {e.message}") from e
+            raise Retry(f"{e.status.name}: {e.message}") from e
         except _NETWORK_ERRORS as e:
-            raise _Retry(repr(e)) from e
+            raise Retry(repr(e)) from e
         if reply is None or reply.timestamp is None:
-            raise _Retry("PD ended the Tso stream")
+            raise Retry("PD ended the Tso stream")
         if reply.count != count:
-            raise _Retry(f"PD answered {reply.count} timestamps for {count}")
+            raise Retry(f"PD answered {reply.count} timestamps for {count}")
         last = ts.compose(reply.timestamp.physical, reply.timestamp.logical)
         if last - count + 1 <= self._last:
-            raise _Retry(f"PD's timestamp {last} went back below {self._last}")
+            raise Retry(f"PD's timestamp {last} went back below {self._last}")
         self._last = last
         return last
 
@@ -242,7 +179,7 @@ class PdClient:
             await self._stream.send_request()
         except _NETWORK_ERRORS as e:
             await self._close_stream()
-            raise _Retry(f"cannot open a Tso stream to {leader}: {e!r}") from e
+            raise Retry(f"cannot open a Tso stream to {leader}: {e!r}") from e
         log.info("PD client: Tso stream open to the leader %s", leader)
         return self._stream
 
@@ -265,7 +202,7 @@ class PdClient:
             if reply.leader is not None and reply.leader.client_urls:
                 return str(reply.leader.client_urls[0])
             errors.append(f"{url}: no leader")
-        raise _Retry(f"no PD leader found: {'; '.join(errors)}")
+        raise Retry(f"no PD leader found: {'; '.join(errors)}")
 
     async def _close_stream(self) -> None:
         cm, self._stream_cm, self._stream = self._stream_cm, None, None
