@@ -9,7 +9,7 @@ import asyncio
 import json
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ import pytest
 
 from tests.support.net import free_port
 from tributary.checker.cli import main
+from tributary.telemetry.progress import log as progress_log
 
 if TYPE_CHECKING:
     from tests.support.mariadb import MariaDBDatabase
@@ -96,6 +97,47 @@ async def test_json_output(dbs: tuple[str, str, str], capsys: pytest.CaptureFixt
         },
         {"kind": "missing", "key": {"id": 4}},
     ]
+
+
+async def test_progress_on_a_terminal_ends_with_a_final_line(
+    dbs: tuple[str, str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    up, same, _ = dbs
+    assert await check("-u", up, "-d", same, "--chunk-size", "3", "--progress", "tty") == 0
+    captured = capsys.readouterr()
+    assert "\r" not in captured.out
+    final = captured.err.split("\r")[-1]
+    assert final.startswith("tributary-check: rows 10, tables 1/1, chunks 4, ")
+    assert "done in" in final and final.endswith("\x1b[K\n")
+
+
+@pytest.fixture
+def progress_level() -> Iterator[None]:
+    level = progress_log.level
+    yield
+    progress_log.setLevel(level)
+
+
+@pytest.mark.usefixtures("progress_level")
+@pytest.mark.parametrize("argv", [["--log-level", "info"], ["--progress", "log"]])
+async def test_progress_without_a_terminal_is_logged(
+    dbs: tuple[str, str, str], argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    up, _, other = dbs
+    assert await check("-u", up, "-d", other, "--chunk-size", "3", *argv) == 1
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    [final] = [line for line in err.splitlines() if "tributary-check: rows" in line]
+    assert "[INFO]" in final
+    assert "tributary-check: rows 10, tables 1/1, chunks 4, " in final and "done in" in final
+
+
+async def test_progress_off_shows_nothing(
+    dbs: tuple[str, str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    up, same, _ = dbs
+    assert await check("-u", up, "-d", same, "--progress", "off", "-L", "info") == 0
+    assert "tributary-check: rows" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """``tributary-check`` / ``python -m tributary.checker``: parse settings, compare, print the report.
 
-Output: the report on stdout (text, or JSON with ``--json``); diagnostics and errors on
-stderr. Exit codes: 0 the sides are equal; 1 differences found; 2 bad usage, bad settings or a
+Output: the report on stdout (text, or JSON with ``--json``); diagnostics, errors and the
+progress (``--progress``: redrawn on a terminal, else logged at info) on stderr.
+Exit codes: 0 the sides are equal; 1 differences found; 2 bad usage, bad settings or a
 database that failed (connection, query); 130 interrupted.
 """
 
@@ -17,6 +18,7 @@ from tributary.checker.config import CheckConfig
 from tributary.checker.errors import CheckerError
 from tributary.settings import SettingsError, load
 from tributary.telemetry import configure_logging_from
+from tributary.telemetry.progress import open_progress
 from tributary.version import version_text
 
 PROG = "tributary-check"
@@ -42,17 +44,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # --help, -V
         return e.code if isinstance(e.code, int) else EQUAL
     configure_logging_from(cfg.log)
+    progress = open_progress(
+        PROG,
+        mode=cfg.progress.mode,
+        interval=cfg.progress.interval,
+    )
     try:
-        report = asyncio.run(
-            compare(
-                cfg.upstream,
-                cfg.downstream,
-                tables=cfg.tables or None,
-                exclude=cfg.exclude or None,
-                chunk_size=cfg.chunk_size,
-                max_diffs=cfg.max_diffs,
+        with progress:
+            report = asyncio.run(
+                compare(
+                    cfg.upstream,
+                    cfg.downstream,
+                    tables=cfg.tables or None,
+                    exclude=cfg.exclude or None,
+                    chunk_size=cfg.chunk_size,
+                    max_diffs=cfg.max_diffs,
+                    progress=progress,
+                )
             )
-        )
     except CheckerError as e:
         _err(f"{PROG}: {e}")
         return FAILED

@@ -23,7 +23,8 @@ from tributary.checker.model import TableName
 from tributary.checker.pairing import plan
 from tributary.checker.report import Presence, Report, TableReport
 from tributary.checker.source import Source, open_source
-from tributary.checker.table import TableCheck
+from tributary.checker.table import Share, TableCheck
+from tributary.telemetry.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +58,14 @@ async def compare(
     exclude: Sequence[str] | None = None,
     chunk_size: int = 1000,
     max_diffs: int = 100,
+    progress: Progress | None = None,
 ) -> Report:
     """Compare every table of the upstream with the downstream.
 
     ``tables``/``exclude``: patterns (``db.table``, ``db.*``, ``~regex``); ``chunk_size``: rows
-    per checksummed chunk; ``max_diffs``: row differences listed per table (all are counted).
+    per checksummed chunk; ``max_diffs``: row differences listed per table (all are counted);
+    ``progress``: counts tables, chunks and upstream rows compared, the done fraction estimated
+    from the tables (each an equal share) and the chunks within the current one.
     Raises UsageError for bad arguments, SourceError when a database fails.
     """
     if chunk_size < 1:
@@ -73,9 +77,15 @@ async def compare(
         up = await stack.enter_async_context(open_source(upstream_url))
         down = await stack.enter_async_context(open_source(downstream_url))
         report = Report(up.display_url(), down.display_url())
-        for pair in await _pairs(up, down, Scope.of(up, down)):
-            if wanted(pair.name):
-                report.tables.append(await _table(up, down, pair, chunk_size, max_diffs))
+        pairs = [p for p in await _pairs(up, down, Scope.of(up, down)) if wanted(p.name)]
+        if progress is not None:
+            progress.count("tables", 0, total=len(pairs))
+        for i, pair in enumerate(pairs):
+            share = Share(progress, i / len(pairs), 1 / len(pairs))
+            report.tables.append(await _table(up, down, pair, chunk_size, max_diffs, share))
+            if progress is not None:
+                progress.count("tables")
+                progress.estimate((i + 1) / len(pairs))
     return report
 
 
@@ -99,7 +109,7 @@ async def _pairs(up: Source, down: Source, scope: Scope) -> list[Pair]:
 
 
 async def _table(
-    up: Source, down: Source, pair: Pair, chunk_size: int, max_diffs: int
+    up: Source, down: Source, pair: Pair, chunk_size: int, max_diffs: int, share: Share
 ) -> TableReport:
     report = TableReport(str(pair.name), str(pair.down_name))
     if not (pair.on_up and pair.on_down):
@@ -112,4 +122,5 @@ async def _table(
     report.notes += p.notes
     report.checksum = "sql" if p.pushdown else "python"
     log.info("%s: comparing on %s %s", pair.name, p.key_kind, ", ".join(p.key))
-    return await TableCheck(up, down, p, report, chunk_size=chunk_size, max_diffs=max_diffs).run()
+    check = TableCheck(up, down, p, report, chunk_size=chunk_size, max_diffs=max_diffs)
+    return await check.run(share)

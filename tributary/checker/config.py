@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tributary.settings import INT, STR_LIST, LogSettings, group, setting
+from tributary.settings import INT, STR_LIST, LogSettings, ProgressSettings, group, setting
 
 _HELP = """\
 Compare the tables of an upstream and a downstream database and list the rows that differ.
@@ -33,6 +33,7 @@ class CheckConfig:
     chunk_size: int = setting(1000, "rows per checksummed chunk", kind=INT)
     max_diffs: int = setting(100, "row differences listed per table (all are counted)", kind=INT)
     as_json: bool = setting(False, "print the report as JSON", toml="json", flag="--json")
+    progress: ProgressSettings = group(ProgressSettings, "progress", inline=True)
     log: LogSettings = group(LogSettings, "logging", inline=True, default=LogSettings(level="warn"))
 
     def validate(self) -> Iterator[tuple[str, str]]:
@@ -44,3 +45,5 @@ class CheckConfig:
             yield "chunk-size", "must be at least 1"
         if self.max_diffs < 0:
             yield "max-diffs", "must not be negative"
+        if self.progress.interval <= 0:
+            yield "progress-interval", "must be positive"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tributary.checker.canon import Row, canon_row, row_hash
@@ -22,6 +23,7 @@ from tributary.checker.model import ChunkSum, Where
 from tributary.checker.pairing import Plan
 from tributary.checker.report import TableReport
 from tributary.checker.source import Source
+from tributary.telemetry.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,21 @@ def python_sum(rows: Sequence[Row]) -> ChunkSum:
     return ChunkSum(len(rows), sum(map(row_hash, rows)) % _SUM_MOD)
 
 
+@dataclass(frozen=True, slots=True)
+class Share:
+    """Where one table's chunks move the comparison's progress: from ``start`` by ``width``."""
+
+    progress: Progress | None = None
+    start: float = 0.0
+    width: float = 1.0
+
+    def chunk_done(self, rows: int, done: int, chunks: int) -> None:
+        if self.progress is not None:
+            self.progress.count("chunks")
+            self.progress.estimate(self.start + self.width * done / chunks)
+            self.progress.add(rows)
+
+
 class TableCheck:
     """Compares one table pair; ``run`` fills and returns the ``TableReport``."""
 
@@ -68,8 +85,10 @@ class TableCheck:
         self.up_terms = [up.key_term(u, t) for u, _, t in key_cols]
         self.down_terms = [down.key_term(d, t) for _, d, t in key_cols]
 
-    async def run(self) -> TableReport:
+    async def run(self, share: Share | None = None) -> TableReport:
+        """Compare every chunk; ``share`` counts each chunk's upstream rows as it is done."""
         plan, report = self.plan, self.report
+        share = share or Share()
         bounds: list[Row] = []
         if plan.chunked:
             key_types = [plan.type_of(k) for k in plan.key]
@@ -79,11 +98,13 @@ class TableCheck:
         chunks = chunks_from(bounds)
         report.chunks = len(chunks)
         for chunk in chunks:
+            rows_before = report.rows_upstream
             try:
                 await self._chunk(chunk)
             except CheckerError as e:
                 what = f"{report.table}, chunk {chunk.describe(plan.key)}: {e}"
                 raise type(e)(what, retriable=e.retriable) from e
+            share.chunk_done(report.rows_upstream - rows_before, chunk.index + 1, len(chunks))
         return report
 
     async def _chunk(self, chunk: Chunk) -> None:

@@ -40,6 +40,7 @@ from tributary.settings.listen import ListenSettings
 from tributary.settings.loader import load
 from tributary.settings.logs import LogSettings
 from tributary.settings.model import group, setting, tables
+from tributary.settings.progress import ProgressSettings
 from tributary.settings.security import SecuritySettings
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "ListenSettings",
     "LogSettings",
     "Problem",
+    "ProgressSettings",
     "SecuritySettings",
     "SettingsError",
     "build_parser",
