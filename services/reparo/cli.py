@@ -18,6 +18,7 @@ from services.reparo.config import ReparoConfig
 from tributary.settings import SettingsError, dump, load
 from tributary.sinks import SinkError
 from tributary.telemetry import configure_logging_from
+from tributary.telemetry.progress import open_progress
 from tributary.version import version_text
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging_from(cfg.log)
     log.debug("reparo effective configuration:\n%s", dump(cfg))
+    progress = open_progress("reparo", mode=cfg.progress.mode, interval=cfg.progress.interval)
     try:
-        asyncio.run(run(cfg))
+        with progress:
+            asyncio.run(run(cfg, progress))
     except SinkError as e:
         log.error("reparo failed: %s", e)
         if cfg.log.file:  # the log is elsewhere: say it on stderr too

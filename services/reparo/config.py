@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from tributary.change import FilterError, TableFilter, parse_table
-from tributary.settings import STR_LIST, Kind, LogSettings, choice, group, setting
+from tributary.settings import STR_LIST, Kind, LogSettings, ProgressSettings, choice, group, setting
 from tributary.settings.parsers import parse_str_list
 from tributary.sinks.schemes import OPENERS, scheme_of
 from tributary.wire import ts
@@ -102,6 +102,7 @@ class ReparoConfig:
     worker_count: int = setting(
         16, "downstream connections of a parallel MySQL destination", flag=("-c", "--worker-count")
     )
+    progress: ProgressSettings = group(ProgressSettings, "progress", inline=True)
     log: LogSettings = group(LogSettings, "logging", inline=True)
     dest_db: DestDbConfig = group(DestDbConfig, "the MySQL destination of dest-type mysql")
 
@@ -152,6 +153,8 @@ class ReparoConfig:
             yield "stop-tso", "the stop of the range is before its start"
         if self.txn_batch < 1 or self.worker_count < 1:
             yield "txn-batch", "txn-batch and worker-count must be at least 1"
+        if self.progress.interval <= 0:
+            yield "progress-interval", "must be positive"
         try:
             self.table_filter()
         except FilterError as e:

@@ -8,6 +8,9 @@ belong to a batch that was not checkpointed. A record that does not advance the 
 tidb-binlog drainer may write some twice after a crash) is skipped with a warning. A torn tail
 of the last segment ends the reading with a warning naming the file and offset.
 
+``ReadProgress`` (optional) follows the bytes read of the bytes to read (the segments from the
+first one read on, whole): a size estimate of how far the replay is.
+
 Invariant: the transactions come out with strictly increasing commit ts, all within
 ``[start_ts, stop_ts]`` (``stop_ts`` 0 = no end).
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tributary.change import Txn
@@ -63,7 +67,32 @@ def first_segment(segments: list[Segment], start_ts: int) -> int:
     return first
 
 
-def read_txns(directory: Path, start_ts: int = 0, stop_ts: int = 0) -> Iterator[Txn]:
+@dataclass
+class ReadProgress:
+    """Bytes read of the bytes to read; updated by ``read_txns`` as it goes."""
+
+    total: int = 0
+    done: int = 0
+    _base: dict[int, int] = field(default_factory=dict)  # segment index -> bytes before it
+
+    def plan(self, segments: list[Segment]) -> None:
+        for segment in segments:
+            self._base[segment.index] = self.total
+            try:
+                self.total += segment.path.stat().st_size
+            except OSError:
+                pass  # gone or unreadable: reading it reports the error
+
+    def at(self, segment: Segment, end: int) -> None:
+        self.done = self._base.get(segment.index, self.done) + end
+
+    def fraction(self) -> float | None:
+        return min(1.0, self.done / self.total) if self.total else None
+
+
+def read_txns(
+    directory: Path, start_ts: int = 0, stop_ts: int = 0, progress: ReadProgress | None = None
+) -> Iterator[Txn]:
     if not directory.is_dir():
         raise ReparoError(f"data-dir {directory} is not a directory")
     segments = list_segments(directory)
@@ -72,6 +101,8 @@ def read_txns(directory: Path, start_ts: int = 0, stop_ts: int = 0) -> Iterator[
     savepoint = load_savepoint(directory)
     begin = first_segment(segments, start_ts)
     upto = savepoint.position if savepoint is not None else None
+    if progress is not None:
+        progress.plan([s for s in segments if s.index >= begin])
     last = 0
     for item in read_directory(directory, first_index=begin, upto=upto):
         if isinstance(item, Torn):
@@ -79,6 +110,8 @@ def read_txns(directory: Path, start_ts: int = 0, stop_ts: int = 0) -> Iterator[
                 "%s: torn record at offset %d: stopping there", item.segment.path, item.offset
             )
             return
+        if progress is not None:
+            progress.at(item.segment, item.end)
         where = f"{item.segment.path} at offset {item.offset}"
         try:
             binlog = parse_record(item.payload)

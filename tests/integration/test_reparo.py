@@ -18,6 +18,7 @@ import pytest
 
 from services.reparo.cli import main
 from services.reparo.config import ReparoConfig
+from services.reparo.reader import ReadProgress, read_txns
 from tributary.change import Ddl, RowChange, SqlValue, TableInfo, Txn
 from tributary.settings import load
 from tributary.sinks.file.binlogfile import list_segments
@@ -245,6 +246,44 @@ def test_print_destination(
         [f"commit_ts={t.commit_ts}", "ddl"] for t in history.txns[:4]
     ]
     assert "CREATE TABLE log" in lines[3]
+
+
+async def test_progress_on_a_terminal_ends_with_a_final_line(
+    tmp_path: Path, data_dir: Path, history: History, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "down.db"
+    args = ["--data-dir", str(data_dir), "--dest-url", f"sqlite://{db}", "-L", "error"]
+    assert await reparo(*args, "--progress", "tty") == 0
+    final = capsys.readouterr().err.split("\r")[-1]
+    rows = sum(len(t.rows) for t in history.txns)
+    assert final.startswith(f"reparo: rows {rows:,}, binlogs {len(history.txns)}, ")
+    assert "done in" in final and final.endswith("\n")
+
+
+def test_progress_without_a_terminal_is_logged(tmp_path: Path, data_dir: Path) -> None:
+    db = tmp_path / "down.db"
+    argv = ["--data-dir", str(data_dir), "--dest-url", f"sqlite://{db}"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "services.reparo", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr
+    [final] = [ln for ln in proc.stderr.splitlines() if "reparo: rows " in ln]
+    assert "[INFO]" in final and "done in" in final
+
+
+def test_the_bytes_read_reach_the_size_of_the_files(data_dir: Path, history: History) -> None:
+    read = ReadProgress()
+    assert len(list(read_txns(data_dir, progress=read))) == len(history.txns)
+    assert read.total == sum(s.path.stat().st_size for s in list_segments(data_dir))
+    assert read.done == read.total and read.fraction() == 1.0
+    from_late = ReadProgress()
+    list(read_txns(data_dir, history.txns[-40].commit_ts, progress=from_late))
+    assert 0 < from_late.total < read.total and from_late.fraction() == 1.0
 
 
 def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
