@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
+from binlog_operator import kafkasink
 from binlog_operator.spec import ClusterSpec, DrainerSpec, SpecError
 from tributary.config.drainer import DrainerConfig
 from tributary.config.pump import PumpConfig
@@ -66,10 +67,15 @@ def pump_toml(spec: ClusterSpec, tls_dir: str = TLS_DIR) -> str:
 
 
 def drainer_toml(
-    spec: ClusterSpec, drainer: DrainerSpec, cluster: str, namespace: str, tls_dir: str = TLS_DIR
+    spec: ClusterSpec,
+    drainer: DrainerSpec,
+    cluster: str,
+    namespace: str,
+    tls_dir: str = TLS_DIR,
 ) -> str:
     """``cluster`` and ``namespace`` are the BinlogCluster's: the Kubernetes catch-up stages
-    under the drainer's name and runs its executors in that namespace."""
+    under the drainer's name and runs its executors in that namespace. A ``kafka`` sink is
+    ``db-type = "kafka"`` with its ``[syncer.to]`` keys (no secret among them)."""
     managed: dict[str, Any] = {
         "addr": f"0.0.0.0:{DRAINER_GRPC_PORT}",
         "data-dir": f"{DATA_DIR}/drainer",
@@ -77,12 +83,30 @@ def drainer_toml(
     }
     doc = _merge(drainer.config, managed, f"drainers[{drainer.name}].config", spec, tls_dir)
     syncer = dict(doc.get("syncer") or {})
-    syncer["sink-uri"] = drainer.sink_uri
+    if drainer.kafka is None:
+        syncer["sink-uri"] = drainer.sink_uri
+    else:
+        syncer = _kafka(drainer, syncer)
     if drainer.catchup is not None:
         sts = drainer_name(cluster, drainer.name)
         syncer["catchup"] = _catchup(spec, drainer, sts, namespace, syncer.get("catchup"))
     doc["syncer"] = syncer
     return _render_checked(doc, f"drainers[{drainer.name}].config")
+
+
+def _kafka(drainer: DrainerSpec, syncer: dict[str, Any]) -> dict[str, Any]:
+    """``[syncer]`` with ``db-type = "kafka"`` and the ``kafka`` block's ``[syncer.to]`` keys;
+    the user's other ``[syncer.to]`` keys stay, setting one the block owns is a SpecError."""
+    assert drainer.kafka is not None
+    user = syncer.get("to")
+    to = dict(user) if isinstance(user, Mapping) else {}
+    where = f"drainers[{drainer.name}]"
+    clash = [f"syncer.{k}" for k in kafkasink.MANAGED_SYNCER if k in syncer]
+    clash += [f"syncer.to.{k}" for k in kafkasink.MANAGED_TO if k in to]
+    if clash:
+        raise SpecError([f"{where}.config.{k}: set by {where}.kafka, remove it" for k in clash])
+    to.update(kafkasink.syncer_to(drainer.kafka))
+    return {**syncer, "db-type": "kafka", "to": to}
 
 
 def _catchup(
@@ -171,7 +195,9 @@ def check_all(spec: ClusterSpec, cluster: str, namespace: str) -> None:
 def _check_drainer(
     spec: ClusterSpec, d: DrainerSpec, cluster: str, namespace: str, tls: str
 ) -> None:
-    check_drainer(drainer_toml(spec, d, cluster, namespace, tls), d.name)
+    # a Kafka sink's TLS paths are not opened by the settings loader: rendered as in the pod
+    text = drainer_toml(spec, d, cluster, namespace, tls)
+    check_drainer(text, d.name, kafkasink.stand_in_env(d.kafka))
 
 
 def check_one_drainer(spec: ClusterSpec, d: DrainerSpec, cluster: str, namespace: str) -> None:
@@ -199,22 +225,31 @@ def check_pump(text: str) -> PumpConfig:
     return _check(text, flags, PumpConfig, "PUMP", "pumps.config")
 
 
-def check_drainer(text: str, name: str) -> DrainerConfig:
+def check_drainer(text: str, name: str, env: Mapping[str, str] | None = None) -> DrainerConfig:
+    """Load a drainer.toml as the pod does: its per-pod flags and ``env`` (the pod's variables
+    that override the file, e.g. a Kafka sink's SASL credentials)."""
     flags = ["--node-id", "d-0", "--advertise-addr", f"d-0.d.ns.svc:{DRAINER_GRPC_PORT}"]
     # what the pod's POD_NAME / POD_IP give the Kubernetes catch-up (ignored without it)
     k8s = "--syncer-catchup-kubernetes-"
     flags += [f"{k8s}pod-name", "d-0", f"{k8s}pod-ip", "10.0.0.1"]
-    return _check(text, flags, DrainerConfig, "DRAINER", f"drainers[{name}].config")
+    return _check(text, flags, DrainerConfig, "DRAINER", f"drainers[{name}].config", env)
 
 
-def _check(text: str, flags: list[str], cls: type[T], prefix: str, where: str) -> T:
+def _check(
+    text: str,
+    flags: list[str],
+    cls: type[T],
+    prefix: str,
+    where: str,
+    env: Mapping[str, str] | None = None,
+) -> T:
     """Load ``text`` (with the per-pod ``flags`` the StatefulSet passes) with the service's
     settings loader; SpecError lists what it refused."""
     fd, path = tempfile.mkstemp(suffix=".toml")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
-        return load(cls, ["--config", path, *flags], {}, prefix)
+        return load(cls, ["--config", path, *flags], dict(env or {}), prefix)
     except SettingsError as e:
         raise SpecError([f"{where}: {p}" for p in e.problems]) from e
     finally:

@@ -56,16 +56,64 @@ _CATCHUP = _obj(
     description="Spark catch-up of a backlog ([syncer.catchup] enabled)",
 )
 
+_SECRET_REF = {**_STR, "description": "a Secret in the cluster's namespace"}
+# no defaults here either: spec.py/kafkasink.py apply them and list every problem at once
+_KAFKA = _obj(
+    {
+        "brokers": {"type": "array", "minItems": 1, "items": _STR, "description": "host:port"},
+        "topic": {**_STR, "description": "topic (default <cluster-id>_obinlog)"},
+        "exactlyOnce": {
+            "type": "boolean",
+            "description": "each batch and its checkpoint in one Kafka transaction",
+        },
+        "transactionalId": {**_STR, "description": "with exactlyOnce (tributary-<topic>)"},
+        "partitionBy": {**_STR, "enum": ["fixed", "table", "key"]},
+        "messagePer": {**_STR, "enum": ["txn", "row"]},
+        "maxMessages": _POSITIVE,
+        "maxMessageSize": {**_POSITIVE, "description": "bytes"},
+        "clientId": _STR,
+        "sasl": _obj(
+            {
+                "secretName": _SECRET_REF,
+                "mechanism": {**_STR, "enum": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]},
+                "userKey": {**_STR, "description": "key of the user (username)"},
+                "passwordKey": {**_STR, "description": "key of the password (password)"},
+            },
+            ["secretName"],
+            description="SASL credentials, passed to the drainer as env from the Secret",
+        ),
+        "tls": _obj(
+            {
+                "secretName": _SECRET_REF,
+                "caKey": {**_STR, "description": "key of the CA (ca.crt)"},
+                "certKey": {**_STR, "description": "key of a client certificate"},
+                "keyKey": {**_STR, "description": "key of its private key"},
+            },
+            ["secretName"],
+            description="TLS to the brokers, files mounted from the Secret",
+        ),
+    },
+    ["brokers"],
+    description="a Kafka sink (db-type kafka, tidb-binlog's secondary binlog), instead of "
+    "sinkURI; credentials come from Secrets, never the ConfigMap",
+)
+
 DRAINER_ITEM = _obj(
     {
         "name": {**_STR, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 30},
-        "sinkURI": {**_STR, "description": "mysql://, sqlite://, file://, kafka://..."},
+        "sinkURI": {
+            **_STR,
+            "description": "mysql://, sqlite://, file://, kafka://host:port/topic?..., "
+            "pump://, print://, blackhole:// (required unless kafka is given; a kafka:// URL "
+            "must not hold a password: use kafka.sasl)",
+        },
+        "kafka": _KAFKA,
         "storage": _STORAGE,
         "resources": _FREE,
         "config": {**_FREE, "description": "extra drainer.toml keys"},
         "catchup": _CATCHUP,
     },
-    ["name", "sinkURI"],
+    ["name"],
 )
 
 SPEC = _obj(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from binlog_operator import GROUP, KIND, MANAGER, VERSION
+from binlog_operator import GROUP, KIND, MANAGER, VERSION, kafkasink
 from binlog_operator.configs import (
     CAPTURE_CLUSTER_ID,
     CAPTURE_PORT,
@@ -142,7 +142,7 @@ def _drainer(cluster: str, namespace: str, spec: ClusterSpec, d: DrainerSpec) ->
         https=True,
         http="grpc",
     )
-    pod = _with_catchup(pod, d)
+    pod = _with_catchup(_with_kafka(pod, d), d)
     return [
         config_map(name, lbl, "drainer.toml", cfg),
         service(name, lbl, ports),
@@ -179,6 +179,18 @@ def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:
     return [service(name, lbl, ports), stateful_set(name, lbl, spec.captures.replicas, pod)]
 
 
+def _with_kafka(pod: Pod, d: DrainerSpec) -> Pod:
+    """A Kafka sink's credentials: the SASL user and password as env from their Secret, the
+    TLS files as a Secret volume (never in the ConfigMap)."""
+    volumes, mounts = kafkasink.pod_volumes(d.kafka)
+    return replace(
+        pod,
+        env=(*pod.env, *kafkasink.pod_env(d.kafka)),
+        volumes=(*pod.volumes, *volumes),
+        mounts=(*pod.mounts, *mounts),
+    )
+
+
 def _with_catchup(pod: Pod, d: DrainerSpec) -> Pod:
     """What a Kubernetes catch-up adds to the drainer's pod: the Spark service account (the
     driver creates executor pods as it), ``POD_IP`` (the executors' way back to the driver), the
@@ -191,8 +203,11 @@ def _with_catchup(pod: Pod, d: DrainerSpec) -> Pod:
         pod,
         env=(*pod.env, pod_ip),
         service_account=c.service_account,
-        volumes=({"name": "staging", "persistentVolumeClaim": {"claimName": c.staging_claim}},),
-        mounts=({"name": "staging", "mountPath": c.staging_mount},),
+        volumes=(
+            *pod.volumes,
+            {"name": "staging", "persistentVolumeClaim": {"claimName": c.staging_claim}},
+        ),
+        mounts=(*pod.mounts, {"name": "staging", "mountPath": c.staging_mount}),
         fs_group=IMAGE_UID,
     )
 

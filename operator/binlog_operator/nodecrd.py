@@ -64,7 +64,7 @@ DRAINER_SPEC = _obj(
             "(default: this resource's name)",
         },
     },
-    ["cluster", "sinkURI"],
+    ["cluster"],
 )
 DRAINER_STATUS = _status("checkpointTS", "the drainer's checkpoint: every binlog <= it applied")
 

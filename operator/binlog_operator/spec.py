@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from binlog_operator.kafkasink import KafkaSpec, parse_kafka
 from tributary.errors import TributaryError
 
 DEFAULT_IMAGE = "tributary:0.1.0"
@@ -23,6 +24,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _URL = re.compile(r"^https?://[^\s/]+$")
 _DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+_KAFKA_PASSWORD = re.compile(r"^kafka://[^/@]*:[^/@]*@", re.IGNORECASE)
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 
 
@@ -72,6 +74,7 @@ class DrainerSpec:
     resources: Mapping[str, Any] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
     catchup: CatchUpSpec | None = None  # None: no catch-up (unless config enables it)
+    kafka: KafkaSpec | None = None  # the sink, instead of sink_uri ("" then)
 
 
 @dataclass(frozen=True)
@@ -212,9 +215,17 @@ def _drainer(raw: object, where: str, problems: list[str], spark_account: str) -
     name = str(d.get("name", ""))
     if not _DNS_LABEL.match(name) or len(name) > 30:
         problems.append(f"{where}.name: {name!r} must be a DNS label of at most 30 characters")
-    sink = str(d.get("sinkURI", ""))
-    if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", sink):
+    sink = str(d.get("sinkURI") or "")
+    kafka = parse_kafka(d.get("kafka"), f"{where}.kafka", problems)
+    if "kafka" in d and sink:
+        problems.append(f"{where}: sinkURI and kafka name the sink twice; give one of them")
+    elif "kafka" not in d and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", sink):
         problems.append(f"{where}.sinkURI: {sink!r} must be a URL such as mysql://user@host:3306/")
+    elif _KAFKA_PASSWORD.match(sink):
+        problems.append(
+            f"{where}.sinkURI: a kafka:// URL with a password would be stored in the ConfigMap; "
+            "use kafka.sasl.secretName (a Secret) instead"
+        )
     return DrainerSpec(
         name=name,
         sink_uri=sink,
@@ -222,6 +233,7 @@ def _drainer(raw: object, where: str, problems: list[str], spark_account: str) -
         resources=_map(d.get("resources"), f"{where}.resources", problems),
         config=_map(d.get("config"), f"{where}.config", problems),
         catchup=_catchup(d.get("catchup"), f"{where}.catchup", problems, spark_account),
+        kafka=kafka,
     )
 
 
