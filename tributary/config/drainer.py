@@ -47,7 +47,7 @@ READ_TIMEOUT = 60.0  # the MySQL sink's default (sinks.mysql_config), tidb-binlo
 _NO_PUSH = "no Prometheus push gateway: scrape /metrics on the HTTP port"
 _SINK_MODE = "how transactions are split and ordered is the sink's mode ([syncer.to] consistent)"
 _NO_LOOPBACK = "no loopback control (dual-active mark table): every transaction is replicated"
-_NO_KAFKA = "no Kafka downstream in this drainer (db-type kafka is refused)"
+_NO_ZOOKEEPER = "brokers come from kafka-addrs; finding them through ZooKeeper is not implemented"
 _V2_FILTER = "tidb-binlog's v2 filter rules are not implemented: use replicate-do-db/-table"
 
 IGNORED = (
@@ -110,18 +110,7 @@ IGNORED = (
         refused=("2",),
     ),
     Ignored("syncer.to.merge", "an Oracle downstream option; no Oracle downstream here"),
-    *(
-        Ignored(f"syncer.to.{key}", _NO_KAFKA)
-        for key in (
-            "zookeeper-addrs",
-            "kafka-addrs",
-            "kafka-version",
-            "kafka-max-messages",
-            "kafka-max-message-size",
-            "kafka-client-id",
-            "topic-name",
-        )
-    ),
+    Ignored("syncer.to.zookeeper-addrs", _NO_ZOOKEEPER),
 )
 
 
