@@ -44,7 +44,7 @@ from services.drainer.item import PulledBinlogItem
 from services.drainer.merge import Merger
 from services.drainer.metrics import DrainerMetrics
 from services.drainer.progress import Checkpointer
-from services.drainer.puller import Puller
+from services.drainer.puller import Puller, PullMetrics
 from services.drainer.state import DrainerState
 from services.drainer.syncer import Syncer
 from tributary.config.drainer import DrainerConfig
@@ -57,7 +57,7 @@ from tributary.registry.status import NodeKind, NodeState, NodeStatus
 from tributary.servicekit.net import status_addr
 from tributary.servicekit.node import claim_node
 from tributary.servicekit.serving import serve_grpc_and_http
-from tributary.sinks import Sink, SinkOptions
+from tributary.sinks import Sink, SinkOptions, TimesQueries
 from tributary.sinks import SinkError as DownstreamError
 from tributary.sinks.schemes import open_sink
 from tributary.sinks.urls import redact
@@ -135,6 +135,7 @@ class Drainer:
     feed: MergeFeed
     syncer: Syncer
     checkpointer: Checkpointer
+    metrics: DrainerMetrics
     backlog: PumpBacklog | None = None  # measures for ``backlog-threshold``, when set
     latest: LatestTs | None = None  # PD mode: PD's time for updateTS, refreshed in the background
 
@@ -192,8 +193,25 @@ async def serve(
                 history, cfg.syncer.table_filter(), cfg.syncer.ignore_txn_commit_ts
             )
 
+            metrics = DrainerMetrics(lambda: _before_scrape(drainer, converter))
+            if isinstance(sink, TimesQueries):
+                sink.query_timer = metrics.observe_query
+
             def make_puller(pump_id: str, addr: str, from_ts: int, inbox: Inbox) -> Puller:
-                return Puller(pump_id, addr, cluster_id, from_ts, inbox, ssl_context=client_ssl)
+                observe = PullMetrics(
+                    metrics.read_size.labels(pump_id).observe,
+                    metrics.reach.labels(pump_id).observe,
+                    metrics.error,
+                )
+                return Puller(
+                    pump_id,
+                    addr,
+                    cluster_id,
+                    from_ts,
+                    inbox,
+                    ssl_context=client_ssl,
+                    metrics=observe,
+                )
 
             catchup = make_catchup(cfg)
             syncer = Syncer(
@@ -204,6 +222,7 @@ async def serve(
                 batch_rows=cfg.syncer.effective_batch_rows(),
                 safe_mode=cfg.syncer.safe_mode,
                 catchup=catchup,
+                observe_execute=metrics.execute.observe,
             )
             backlog = None
             if catchup is not None and catchup.settings.backlog_threshold > 0:
@@ -219,12 +238,28 @@ async def serve(
                 feed=feed,
                 syncer=syncer,
                 checkpointer=checkpointer,
+                metrics=metrics,
                 backlog=backlog,
                 latest=LatestTs(kv, clock) if clock.pd else None,
             )
             final = await _run(drainer, sock, stop, stack, started, cluster_id, first)
             ctx.info("stopped at checkpoint %d; recorded state %s", checkpointer.saved_ts, final)
             return final
+
+
+def _before_scrape(d: Drainer, converter: Converter) -> None:
+    """Copy the drainer's plain numbers into its metrics (run on every scrape)."""
+    m = d.metrics
+    m.sync(
+        d.collector.positions(),
+        d.feed.merger.stats,
+        d.checkpointer.saved_ts,
+        d.syncer.applied,
+        time.time(),
+        d.syncer.catchup,
+    )
+    m.count_applied(d.syncer.events, converter.ddl_jobs)
+    m.queues(d.feed.inbox_sizes(), *d.syncer.queue_sizes())
 
 
 def make_catchup(cfg: DrainerConfig) -> CatchUp | None:
@@ -360,16 +395,6 @@ async def _serve_edges(
     """Start gRPC ``Cistern`` and the ops HTTP API on ``sock`` (and ``status-addr``);
     (server, HTTP port)."""
     cfg = d.cfg
-    metrics = DrainerMetrics(
-        lambda: metrics.sync(
-            d.collector.positions(),
-            d.feed.merger.stats,
-            d.checkpointer.saved_ts,
-            d.syncer.applied,
-            time.time(),
-            d.syncer.catchup,
-        )
-    )
     server = Server([CisternApi(d.collector.refresh)])
     enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
     stack.callback(server.close)
@@ -384,7 +409,7 @@ async def _serve_edges(
             d.syncer.catchup,
             redact(cfg.syncer.sink_url(cfg.data_dir)),
         ),
-        registry=metrics.registry,
+        registry=d.metrics.registry,
         ready_fn=d.ready,
         ssl_context=server_context(cfg.security, alpn=ALPN_HTTP),
         allowed_cns=cfg.security.cert_allowed_cn,

@@ -54,6 +54,7 @@ class Converter:
         self._sleep = sleep
         self.schema = SchemaTracker()
         self.ignored = 0  # binlogs skipped by commit ts
+        self.ddl_jobs = 0  # DDL binlogs whose job was found and translated
 
     async def convert(self, item: PulledBinlogItem) -> Txn:
         if item.is_fake:
@@ -64,7 +65,10 @@ class Converter:
                 "skipping the transaction at commit ts %d (ignore-txn-commit-ts)", item.commit_ts
             )
             return Txn(item.commit_ts, item.start_ts)
-        return self._filter.filter(await self._translate(item))
+        txn = await self._translate(item)
+        if txn.ddl is not None:
+            self.ddl_jobs += 1
+        return self._filter.filter(txn)
 
     async def _translate(self, item: PulledBinlogItem) -> Txn:
         deadline = self._clock() + self._wait

@@ -90,6 +90,10 @@ class MergeFeed:
             log.info("dropped %d unmerged items of removed source %s", inbox.qsize(), source_id)
         self._wake.set()
 
+    def inbox_sizes(self) -> dict[str, int]:
+        """Items waiting in each source's inbox."""
+        return {source_id: inbox.qsize() for source_id, inbox in self._inboxes.items()}
+
     def pause(self, source_id: str) -> None:
         self.merger.pause(source_id)
 

@@ -24,7 +24,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
+from collections.abc import Callable
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import NoReturn
 
 from services.drainer.errors import MalformedPayload
@@ -34,6 +37,7 @@ from services.drainer.pullchannel import pull_messages
 from tributary.net import split_host_port
 from tributary.wire.binlog import Pos, PullBinlogReq, PullBinlogResp
 from tributary.wire.peek import MalformedBinlog, peek
+from tributary.wire.ts import LOGICAL_BITS
 from tributary.wire.views import (
     MalformedMessage,
     PullBinlogRespView,
@@ -44,6 +48,22 @@ from tributary.wire.views import (
 log = logging.getLogger(__name__)
 
 RETRY_INTERVAL = 1.0  # seconds before reconnecting after an error or a closed stream
+
+
+def _ignore(_: float) -> None:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class PullMetrics:
+    """Where a puller reports, per binlog: its payload size in bytes (``read_binlog_size``)
+    and the seconds from its commit to its arrival (``binlog_reach_duration_time``: the
+    clock, read once per batch of responses, minus the commit ts' physical time); and the
+    type of an error (``unmarshal_binlog``) before it stops."""
+
+    size: Callable[[float], None] = _ignore
+    reach: Callable[[float], None] = _ignore
+    error: Callable[[str], None] = lambda _: None
 
 
 def to_item(node_id: str, resp: PullBinlogResp | PullBinlogRespView) -> PulledBinlogItem:
@@ -87,6 +107,7 @@ class Puller:
         *,
         ssl_context: ssl.SSLContext | None = None,
         retry_interval: float = RETRY_INTERVAL,
+        metrics: PullMetrics = PullMetrics(),
     ) -> None:
         self.node_id = node_id
         self.addr = addr
@@ -95,6 +116,7 @@ class Puller:
         self._inbox = inbox
         self._ssl = ssl_context
         self._retry_interval = retry_interval
+        self._metrics = metrics
         self._running = asyncio.Event()
         self._running.set()
         self.received = 0  # items handed to the inbox
@@ -124,6 +146,7 @@ class Puller:
                     continue
                 log.warning("pump %s closed its stream; reconnecting", self.node_id)
             except MalformedPayload:
+                self._metrics.error("unmarshal_binlog")
                 raise
             except Exception as e:  # any stream error: reconnect from the last ts
                 log.warning(
@@ -142,10 +165,14 @@ class Puller:
         request = PullBinlogReq(cluster_id=self._cluster_id, start_from=Pos(offset=self._last_ts))
         log.info("pulling pump %s at %s after commit ts %d", self.node_id, self.addr, self._last_ts)
         batches = pull_messages(host, port, request, ssl_context=self._ssl)
+        size, reach = self._metrics.size, self._metrics.reach
         async with aclosing(batches) as stream:
             async for batch in stream:
+                now_ms = time.time() * 1000
                 for message in batch:
                     item = read_item(self.node_id, message)
+                    size(len(item.payload))
+                    reach((now_ms - (item.commit_ts >> LOGICAL_BITS)) / 1000)
                     await self._inbox.put(item)
                     self._last_ts = max(self._last_ts, item.commit_ts)
                     self.received += 1

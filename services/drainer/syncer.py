@@ -42,7 +42,7 @@ from services.drainer.catchup import CatchUp
 from services.drainer.errors import SinkError
 from services.drainer.item import PulledBinlogItem
 from services.drainer.progress import Checkpointer
-from tributary.change import Txn
+from tributary.change import RowKind, Txn
 from tributary.sinks import Sink
 from tributary.sinks import SinkError as DownstreamError
 
@@ -56,6 +56,36 @@ RETRY_BACKOFF_MAX = 30.0
 def weight(txn: Txn) -> int:
     """What a transaction costs in the buffer: its rows; a DDL or a marker counts one."""
     return max(len(txn.rows), 1)
+
+
+def _ignore(_: float) -> None:
+    pass
+
+
+class EventCounts:
+    """Row changes by kind and DDLs the sink accepted (tidb-binlog's ``event{type}``)."""
+
+    __slots__ = ("ddl", "delete", "insert", "update")
+
+    def __init__(self) -> None:
+        self.insert = self.update = self.delete = self.ddl = 0
+
+    def add(self, applied: list[Txn]) -> None:
+        """Count the transactions of one applied batch (markers count nothing)."""
+        insert = update = delete = 0
+        for t in applied:
+            if t.ddl is not None:
+                self.ddl += 1
+            for r in t.rows:
+                if r.kind is RowKind.INSERT:
+                    insert += 1
+                elif r.kind is RowKind.UPDATE:
+                    update += 1
+                else:
+                    delete += 1
+        self.insert += insert
+        self.update += update
+        self.delete += delete
 
 
 def compact(batch: list[Txn]) -> list[Txn]:
@@ -127,6 +157,7 @@ class Syncer:
         safe_mode_window: float = SAFE_MODE_WINDOW,
         clock: Callable[[], float] = time.monotonic,
         catchup: CatchUp | None = None,
+        observe_execute: Callable[[float], None] = _ignore,
     ) -> None:
         self._queue = queue
         self.catchup = catchup
@@ -142,9 +173,15 @@ class Syncer:
         self.rows = 0  # row changes the sink accepted
         self.batches = 0
         self.fakes = 0  # fake, filtered and ignored binlogs passed over
+        self.events = EventCounts()
+        self._observe_execute = observe_execute  # seconds of each accepted sink.apply
         self.last_apply = clock()  # when the sink last accepted rows or a DDL (start time before)
         self._put_ts = checkpointer.applied_ts  # commit ts of the last transaction buffered
         self._advanced = asyncio.Event()  # set whenever the checkpoint moved
+
+    def queue_sizes(self) -> tuple[int, int]:
+        """Merged binlogs waiting for conversion, and converted transactions buffered."""
+        return self._queue.qsize(), len(self._buffer)
 
     @property
     def safe_mode(self) -> bool:
@@ -224,6 +261,7 @@ class Syncer:
             self.applied += len(real)
             self.fakes += len(batch) - len(real)
             self.rows += sum(len(t.rows) for t in real)
+            self.events.add(real)
             self.batches += 1
             if real:
                 self.last_apply = self._clock()
@@ -236,8 +274,10 @@ class Syncer:
         delay = 0.5
         while True:
             self._sink.safe_mode = self.safe_mode
+            start = time.perf_counter()
             try:
                 await self._sink.apply(batch)
+                self._observe_execute(time.perf_counter() - start)
                 return
             except DownstreamError as e:
                 span = f"commit ts {batch[0].commit_ts}..{batch[-1].commit_ts}"

@@ -6,6 +6,22 @@ picks one by URL scheme. Shared by the backends: ``checkpoint``, ``compact``, ``
 What sinks apply is the change model, ``tributary.change``.
 """
 
-from tributary.sinks.port import Sink, SinkError, SinkOptions, UnsupportedDdl, pending
+from tributary.sinks.port import (
+    QueryTimer,
+    Sink,
+    SinkError,
+    SinkOptions,
+    TimesQueries,
+    UnsupportedDdl,
+    pending,
+)
 
-__all__ = ["Sink", "SinkError", "SinkOptions", "UnsupportedDdl", "pending"]
+__all__ = [
+    "QueryTimer",
+    "Sink",
+    "SinkError",
+    "SinkOptions",
+    "TimesQueries",
+    "UnsupportedDdl",
+    "pending",
+]

@@ -9,9 +9,9 @@ transactions up to the checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from tributary.change import Txn
 from tributary.errors import TributaryError
@@ -71,3 +71,17 @@ class Sink(Protocol):
     async def close(self) -> None:
         """Release the downstream; the checkpoint stays where the last batch left it."""
         ...
+
+
+QueryTimer = Callable[[str, float], None]
+"""Called with a query type (``exec``, ``commit``) and the seconds the query took."""
+
+
+@runtime_checkable
+class TimesQueries(Protocol):
+    """A sink that can report how long its downstream queries take (the MySQL sink).
+
+    ``query_timer`` is called once per query of each downstream transaction; None (the
+    default) reports nothing."""
+
+    query_timer: QueryTimer | None

@@ -13,6 +13,10 @@ Names are built as Go's client builds them (``prometheus.BuildFQName``): ``names
 Services keep plain numbers on their hot paths and copy them into the families in a
 ``before_scrape`` hook, which runs first on every scrape.
 
+A histogram observed per binlog is a ``plain_histogram``: its children are plain bucket
+counts (``PlainBuckets.observe`` is one ``bisect`` and two additions, no lock) that a collector
+reads on each scrape, exposed exactly as a prometheus_client histogram.
+
 Go's client exposes a counter under its exact name while prometheus_client appends ``_total``;
 ``exact_counter`` keeps tidb-binlog's names (``binlog_pump_storage_error_count``) for dashboards
 and alert rules written against them, exposed with ``# TYPE ... untyped``.
@@ -20,7 +24,9 @@ and alert rules written against them, exposed with ``# TYPE ... untyped``.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
+from typing import cast
 
 from prometheus_client import (
     CollectorRegistry,
@@ -32,8 +38,9 @@ from prometheus_client import (
     Summary,
     generate_latest,
 )
+from prometheus_client import utils as _utils
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """Content-Type of ``render``'s output (Prometheus text format 0.0.4)."""
@@ -74,6 +81,64 @@ class ExactNameCounter(Gauge):
 def fq_name(namespace: str, subsystem: str, name: str) -> str:
     """Go's ``prometheus.BuildFQName``: ``("binlog", "pump", "gc_ts")`` -> ``binlog_pump_gc_ts``."""
     return "_".join(part for part in (namespace, subsystem, name) if part)
+
+
+_go_float = cast(Callable[[float], str], _utils.floatToGoString)  # "le" as Go writes it
+
+
+class PlainBuckets:
+    """One labelled child of a ``PlainHistogram``: per-bucket counts and the sum, as plain
+    numbers. ``counts[i]`` holds the observations in ``(bounds[i-1], bounds[i]]``; the last
+    one those above every bound (+Inf)."""
+
+    __slots__ = ("_bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self._bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self._bounds, value)] += 1
+        self.sum += value
+
+
+class PlainHistogram:
+    """A histogram family whose children are ``PlainBuckets``; collected as a histogram."""
+
+    def __init__(
+        self, name: str, documentation: str, labels: Sequence[str], buckets: Sequence[float]
+    ) -> None:
+        self.name = name
+        self._doc = documentation
+        self._labels = tuple(labels)
+        self._bounds = tuple(sorted(float(b) for b in buckets if b != float("inf")))
+        self._le = [_go_float(b) for b in self._bounds] + ["+Inf"]
+        self._children: dict[tuple[str, ...], PlainBuckets] = {}
+        if not self._labels:
+            self.labels()  # exposed with zeros before the first observation, as Go's
+
+    def labels(self, *values: str) -> PlainBuckets:
+        if len(values) != len(self._labels):
+            raise ValueError(f"{self.name} takes labels {self._labels}, got {values}")
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = PlainBuckets(self._bounds)
+        return child
+
+    def observe(self, value: float) -> None:
+        """Observe on the family without labels."""
+        self.labels().observe(value)
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self._doc, labels=self._labels)
+        for values, child in list(self._children.items()):
+            cumulative, total = [], 0
+            for le, n in zip(self._le, child.counts, strict=True):
+                total += n
+                cumulative.append((le, float(total)))
+            family.add_metric(list(values), cumulative, child.sum)
+        yield family
 
 
 class _BeforeScrape:
@@ -162,6 +227,20 @@ class Metrics:
     ) -> Histogram:
         full = self.name(name, subsystem)
         return Histogram(full, documentation, labels, registry=self.registry, buckets=buckets)
+
+    def plain_histogram(
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str] = (),
+        buckets: Sequence[float] = Histogram.DEFAULT_BUCKETS,
+        *,
+        subsystem: str | None = None,
+    ) -> PlainHistogram:
+        """A histogram for hot paths: observed on plain numbers, read at scrape time."""
+        family = PlainHistogram(self.name(name, subsystem), documentation, labels, buckets)
+        self.registry.register(family)
+        return family
 
     def summary(
         self,

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +104,15 @@ class ConnectParams:
         return f"ConnectParams({self.user}@{self.host}:{self.port}, tz={self.time_zone})"
 
 
+class QueryTiming:
+    """Where a downstream's sessions report how long the queries of their transactions take:
+    ``observe(type, seconds)`` with type ``exec`` (BEGIN and the statements) or ``commit``
+    (tidb-binlog's ``query_duration_time`` types); None reports nothing."""
+
+    def __init__(self) -> None:
+        self.observe: Callable[[str, float], None] | None = None
+
+
 class Session:
     """One connection: statements with a reply deadline of ``read_timeout`` each.
 
@@ -111,10 +121,13 @@ class Session:
     its deadline raises TimeoutError (retriable) and leaves the connection closed.
     """
 
-    def __init__(self, conn: Connection, read_timeout: float) -> None:
+    def __init__(
+        self, conn: Connection, read_timeout: float, timing: QueryTiming | None = None
+    ) -> None:
         self._conn = conn
         self._timeout = read_timeout
         self._cur = conn.cursor()
+        self._timing = timing or QueryTiming()
 
     async def execute(self, sql: str, args: Sequence[SqlValue] | None = None) -> None:
         """One statement; without ``args`` the text is sent as it is (no ``%`` formatting)."""
@@ -139,13 +152,21 @@ class Session:
         before it leaves nothing committed. The server stops at a failing statement with the
         transaction still open (the caller rolls it back)."""
         cur = self._cur
+        observe = self._timing.observe
+        start = time.perf_counter()
         for text in queries(["BEGIN", *[cur.mogrify(s.sql, s.args) for s in stmts]]):
             async with asyncio.timeout(self._timeout):
                 await cur.execute(text)
                 while await cur.nextset():
                     pass
+        if observe is not None:
+            now = time.perf_counter()
+            observe("exec", now - start)
+            start = now
         async with asyncio.timeout(self._timeout):
             await self._conn.commit()
+        if observe is not None:
+            observe("commit", time.perf_counter() - start)
 
     async def begin(self) -> None:
         async with asyncio.timeout(self._timeout):
@@ -189,7 +210,7 @@ def queries(texts: Sequence[str], limit: int = MAX_QUERY) -> Iterator[str]:
         yield ";\n".join(texts[start:])
 
 
-async def connect(p: ConnectParams) -> Session:
+async def connect(p: ConnectParams, timing: QueryTiming | None = None) -> Session:
     conn = await asyncmy.connect(
         host=p.host,
         port=p.port,
@@ -200,7 +221,7 @@ async def connect(p: ConnectParams) -> Session:
         binary_prefix=True,
         connect_timeout=max(1, round(p.connect_timeout)),
     )
-    session = Session(conn, p.read_timeout)
+    session = Session(conn, p.read_timeout, timing)
     try:
         await session.execute("SET SESSION time_zone = %s, foreign_key_checks = 0", (p.time_zone,))
         [(sql_mode,)] = await session.query("SELECT @@SESSION.sql_mode")
@@ -219,12 +240,13 @@ class Downstream:
 
     def __init__(self, params: ConnectParams, count: int = 1) -> None:
         self.params = params
+        self.timing = QueryTiming()
         self._sessions: list[Session | None] = [None] * count
 
     async def get(self, i: int = 0) -> Session:
         session = self._sessions[i]
         if session is None:
-            session = self._sessions[i] = await connect(self.params)
+            session = self._sessions[i] = await connect(self.params, self.timing)
         return session
 
     def current(self, i: int = 0) -> Session | None:

@@ -51,7 +51,7 @@ from tributary.sinks.mysql.apply import apply_stretch, run_ddl, save_alone
 from tributary.sinks.mysql.config import MysqlConfig, parse_url
 from tributary.sinks.mysql.conn import DRIVER_ERRORS, Downstream, Session, sink_error
 from tributary.sinks.mysql.parallel import ParallelApplier
-from tributary.sinks.port import SinkError, SinkOptions, pending
+from tributary.sinks.port import QueryTimer, SinkError, SinkOptions, pending
 from tributary.sql import MYSQL, Statement
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,16 @@ class MysqlSink:
             raise
         log.info("mysql sink %r opened at checkpoint %s", config.connect, await sink.checkpoint())
         return sink
+
+    @property
+    def query_timer(self) -> QueryTimer | None:
+        """Told the seconds of each downstream transaction's queries, by type (``exec`` for
+        BEGIN and the statements, ``commit``), on every connection; None: not timed."""
+        return self._down.timing.observe
+
+    @query_timer.setter
+    def query_timer(self, timer: QueryTimer | None) -> None:
+        self._down.timing.observe = timer
 
     async def __aenter__(self) -> MysqlSink:
         return self
