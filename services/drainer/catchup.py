@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from services.drainer.catchup_job import JobRunner, JobSpec, retriable_exit, run_job
 from services.drainer.errors import DrainerError
 from tributary.change import Txn
-from tributary.staging import RangeInfo, StagingWriter
+from tributary.staging import RangeInfo
 from tributary.wire.ts import physical_ms
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ import site
 import subprocess
 import sys
 import sysconfig
+import tomllib
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,17 +23,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = (
-    "binlog-pump",
-    "binlog-drainer",
-    "binlog-tso",
-    "binlogctl",
-    "reparo",
-    "tributary-check",
-    "binlog-workload",
-    "binlog-cdc",
-    "binlog-status",
-)
+with open(REPO / "pyproject.toml", "rb") as _f:
+    SCRIPTS = tuple(sorted(tomllib.load(_f)["project"]["scripts"]))  # every console script
 
 _NOT_SOURCES = (".git", ".venv", ".tox", "build", "*.egg-info", "__pycache__", "*-data", "data*")
 
