@@ -33,6 +33,7 @@ from tributary.cdc.model import (
 )
 from tributary.coord.kv import Kv
 from tributary.sinks.schemes import OPENERS, scheme_of
+from tributary.sinks.urls import redact
 from tributary.wire.ts import from_seconds
 
 ChangeFeedInfoFn = Callable[[ChangeFeedInfo], ChangeFeedInfo]
@@ -63,7 +64,7 @@ class UpdateRequest:
 def check_sink(uri: str) -> None:
     if scheme_of(uri) not in OPENERS:
         known = ", ".join(f"{s}://" for s in sorted(OPENERS))
-        raise BadRequest(f"unknown sink {uri!r}: the known schemes are {known}")
+        raise BadRequest(f"unknown sink {redact(uri)!r}: the known schemes are {known}")
 
 
 class Feeds:

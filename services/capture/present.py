@@ -1,7 +1,9 @@
 """Changefeeds as the v2 API shows them (``ChangefeedCommonInfo`` and the detail object).
 
 The etcd records use dashed keys (``checkpoint-ts``); the API uses TiCDC's v2 field names with
-underscores (``checkpoint_tso``, ``checkpoint_time``) and adds ours: ``source_position``.
+underscores (``checkpoint_tso``, ``checkpoint_time``) and adds ours: ``source_position``. A sink
+URI's password is masked as TiCDC masks it (``mysql://u:xxxxx@h:3306/``); etcd keeps the real
+URI, since the captures open the changefeed's sink from it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, ReplicaConfig, RunningError
+from tributary.sinks.urls import redact
 from tributary.wire.ts import physical_ms
+
+TICDC_MASK = "xxxxx"  # TiCDC's MaskSinkURI: a sink URI's password as the API shows it
 
 
 def ts_time(ts: int) -> str:
@@ -58,7 +63,7 @@ def feed_detail(
         "upstream_id": info.upstream_id,
         "namespace": info.namespace,
         "id": info.changefeed_id,
-        "sink_uri": info.sink_uri,
+        "sink_uri": redact(info.sink_uri, mask=TICDC_MASK),
         "create_time": info.create_time,
         "start_ts": info.start_ts,
         "target_ts": info.target_ts,

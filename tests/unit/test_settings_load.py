@@ -10,6 +10,7 @@ from typing import Literal
 
 import pytest
 
+from tributary.config.drainer import DrainerConfig, SyncerConfig
 from tributary.settings import (
     BYTE_SIZE,
     DAYS_OR_DURATION,
@@ -26,6 +27,7 @@ from tributary.settings import (
     setting,
     tables,
 )
+from tributary.settings.dump import masked
 
 
 @dataclass(frozen=True)
@@ -288,6 +290,17 @@ def test_dump_masks_secrets() -> None:
     assert "hunter2" not in text
     assert 'password = "******"' in text
     assert 'password = ""' in dump(PumpSettings())
+
+
+def test_dump_masks_only_the_password_of_a_secret_url() -> None:
+    url = "mysql://rep:s3cret@db:3306/?safe-mode=true"
+    cfg = dataclasses.replace(DrainerConfig(), syncer=SyncerConfig(sink_uri=url))
+    text = dump(cfg)
+    assert "s3cret" not in text
+    assert 'sink-uri = "mysql://rep:******@db:3306/?safe-mode=true"' in text
+    assert masked("sqlite:///a/b.db") == "sqlite:///a/b.db"
+    assert masked("not a url") == "******"
+    assert masked("mysql://u:p@[::1:3306/") == "******"  # unparsable: masked whole
 
 
 def test_security_cross_checks(tmp_path: Path) -> None:

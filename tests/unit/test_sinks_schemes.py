@@ -21,6 +21,7 @@ def test_redact_hides_only_the_password() -> None:
     assert redact("mysql://u:secret@h:1/?x=1") == "mysql://u:******@h:1/?x=1"
     assert redact("mysql://u@h:1/") == "mysql://u@h:1/"
     assert redact("sqlite:///a/b.db") == "sqlite:///a/b.db"
+    assert redact("mysql://u:secret@h:1/", mask="xxxxx") == "mysql://u:xxxxx@h:1/"  # TiCDC's
 
 
 def test_known_schemes() -> None:

@@ -374,6 +374,7 @@ class SyncerConfig:
         "",
         "downstream as a URL (mysql://user:pw@host:port/?consistent=true, sqlite:///path, "
         "file:///dir, print://, blackhole://); empty = built from db-type and [syncer.to]",
+        secret=True,
     )
     db_type: str = setting(
         "mysql",
