@@ -3,17 +3,22 @@
 A real capture (real etcd; the upstream is the in-memory ``FakeLog``, since only the API's
 transport is under test) started with ``[security]``: the CLI with ``--ca/--cert/--key`` lists
 the captures and creates a changefeed; without a client certificate, with plain HTTP, or with a
-CN outside ``cert-allowed-cn`` it is refused; a half-given TLS option is a usage error.
+CN outside ``cert-allowed-cn`` it is refused; a half-given TLS option is a usage error. Every
+state-changing route (POST/PUT/DELETE) refuses a client without a certificate, with another CA's
+or with a CN outside the allow list, and the changefeed stays as it was.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
 
 from services.capture.app import Started, serve
@@ -22,6 +27,7 @@ from tests.support.capture_fakes import FakeDownstream, FakeLog
 from tests.support.certs import Pki, make_pki
 from tests.support.etcd import EtcdProcess
 from tributary.settings import ListenSettings
+from tributary.telemetry.tls import ALPN_HTTP, client_context
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +101,47 @@ async def test_the_cli_speaks_mutual_tls_and_others_are_refused(pki: Pki, captur
 async def test_half_given_tls_options_are_a_usage_error(tmp_path: Path) -> None:
     code, _, err = await cli("--cert", str(tmp_path / "c.pem"), "capture", "list")
     assert code == 2 and "--key" in err
+
+
+async def call(method: str, url: str, ctx: ssl.SSLContext, body: Any = None) -> tuple[int, str]:
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as s,
+        s.request(method, url, json=body, ssl=ctx) as r,
+    ):
+        return r.status, await r.text()
+
+
+def context(pki: Pki, name: str | None) -> ssl.SSLContext:
+    ctx = client_context(pki.client_security(name), alpn=ALPN_HTTP)
+    assert ctx is not None
+    return ctx
+
+
+async def test_state_changes_need_an_allowed_client_certificate(pki: Pki, capture: int) -> None:
+    api = f"https://127.0.0.1:{capture}/api/v2"
+    ops = context(pki, "ops")
+    status, text = await call(
+        "POST", f"{api}/changefeeds", ops, {"changefeed_id": "cf-keep", "sink_uri": "blackhole://"}
+    )
+    assert status == 200, text
+    changes = [
+        ("POST", "/changefeeds", {"changefeed_id": "cf-new", "sink_uri": "blackhole://"}),
+        ("PUT", "/changefeeds/cf-keep", {"target_ts": 5}),
+        ("POST", "/changefeeds/cf-keep/pause", None),
+        ("POST", "/changefeeds/cf-keep/resume", {}),
+        ("DELETE", "/changefeeds/cf-keep", None),
+        ("POST", "/owner/resign", None),
+    ]
+    for method, path, body in changes:
+        for name in (None, "foreign"):  # no certificate, or another CA's: no handshake
+            with pytest.raises(aiohttp.ClientError):
+                await call(method, f"{api}{path}", context(pki, name), body)
+        status, text = await call(method, f"{api}{path}", context(pki, "intruder"), body)
+        assert status == 403, (method, path, text)
+    status, text = await call("GET", f"{api}/changefeeds/cf-keep", ops)
+    assert status == 200, text
+    feed = json.loads(text)
+    assert feed["state"] == "normal" and feed["target_ts"] == 0
+    status, text = await call("GET", f"{api}/changefeeds", ops)
+    assert [f["id"] for f in json.loads(text)["items"]] == ["cf-keep"]
+    assert (await call("DELETE", f"{api}/changefeeds/cf-keep", ops))[0] == 200

@@ -1,15 +1,27 @@
-"""The ops HTTP server over mutual TLS: client certificates, the CA and cert-allowed-cn."""
+"""The ops HTTP server over mutual TLS: client certificates, the CA and cert-allowed-cn.
+
+Also the real pump's and drainer's state changes (``PUT /state/{id}/pause``) with TLS on:
+refused without a client certificate, with another CA's or with a CN outside cert-allowed-cn,
+and the node keeps running; the allowed client pauses it."""
 
 from __future__ import annotations
 
+import asyncio
 import ssl
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 
 from tests.support.certs import Pki, make_pki
+from tests.support.drainer import InOrderSink, drainer_config, running_drainer
+from tests.support.etcd import EtcdProcess
+from tests.support.pump import pump_config, running_pump
+from tributary.registry.status import NodeState
 from tributary.telemetry.http import OpsServer, json_response
 from tributary.telemetry.tls import ALPN_HTTP, client_context, server_context
 
@@ -84,3 +96,40 @@ async def test_client_verifies_the_server(pki: Pki, tmp_path: Path) -> None:
         with pytest.raises(aiohttp.ClientConnectorCertificateError):
             await get(f"{server.url}/status", client(stranger, "drainer"))
     assert calls.count == 0
+
+
+async def put(url: str, ctx: ssl.SSLContext) -> int:
+    async with aiohttp.ClientSession() as session, session.put(url, ssl=ctx) as r:
+        return r.status
+
+
+def _pump(tmp: Path, etcd: str, pki: Pki) -> AbstractAsyncContextManager[Any]:
+    security = pki.server_security(allowed_cn=("drainer",))
+    return running_pump(pump_config(tmp / "p", etcd, security=security))
+
+
+def _drainer(tmp: Path, etcd: str, pki: Pki) -> AbstractAsyncContextManager[Any]:
+    security = pki.server_security(allowed_cn=("drainer",))
+    cfg = drainer_config(tmp / "d", etcd, initial_commit_ts=7, security=security)
+    return running_drainer(cfg, InOrderSink())
+
+
+@pytest.mark.parametrize("node", [_pump, _drainer], ids=["pump", "drainer"])
+async def test_state_changes_need_an_allowed_client_certificate(
+    pki: Pki,
+    tmp_path: Path,
+    etcd: EtcdProcess,
+    node: Callable[[Path, str, Pki], AbstractAsyncContextManager[Any]],
+) -> None:
+    async with node(tmp_path, etcd.endpoint, pki) as running:
+        url = f"https://127.0.0.1:{running.started.http_port}/state/{running.started.node_id}/pause"
+        for name in (None, "foreign"):  # no certificate, or one from another CA: no handshake
+            with pytest.raises(aiohttp.ClientError):
+                await put(url, client(pki, name))
+        assert await put(url, client(pki, "intruder")) == 403
+        with pytest.raises(aiohttp.ClientError):
+            await put(url.replace("https://", "http://"), client(pki, "drainer"))
+        await asyncio.sleep(0.5)
+        assert not running.task.done()  # nothing refused reached the state machine
+        assert await put(url, client(pki, "drainer")) == 200
+        assert await asyncio.wait_for(asyncio.shield(running.task), 60) is NodeState.PAUSED
