@@ -7,10 +7,13 @@ and for the base64 body of every TLS private key: their logs (after a clean stop
 /metrics, the capture's OpenAPI answers (changefeed create, update, query and list show the
 sink URI as TiCDC does, ``mysql://user:xxxxx@...``), binlogctl's output and every etcd record.
 
+A second changefeed's sink cannot be reached, so a sink error travels through the processor's
+task record, the changefeed's warning, the API and the logs.
+
 One record keeps the password on purpose: the changefeed's info key
 (``/tidb/cdc/<cluster>/<ns>/changefeed/info/<id>``), as in TiCDC, since the captures that run
-the changefeed open its sink from it. It is excluded below by name, for that reason, and
-checked to hold the URI, so the exclusion cannot hide another key.
+the changefeed open its sink from it. Its ``sink-uri`` field alone is excluded below, for that
+reason (and checked to hold the password); the rest of the record is searched.
 
 Kubernetes events (the operator's) need an API server and are not covered here.
 """
@@ -18,6 +21,7 @@ Kubernetes events (the operator's) need an API server and are not covered here.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import ssl
 import subprocess
@@ -45,7 +49,7 @@ pytest_plugins = ["tests.support.mariadb"]
 pytestmark = pytest.mark.timeout(300)
 
 ROOT = Path(__file__).resolve().parents[2]
-FEED = "cf-secret"
+FEED, DOWN = "cf-secret", "cf-down"
 
 
 def key_bodies(pki: Pki) -> list[str]:
@@ -155,6 +159,14 @@ async def replicated(down: MariaDBServer) -> None:
             await asyncio.sleep(0.3)
 
 
+async def warned(client: Client, url: str) -> None:
+    async with asyncio.timeout(90):
+        while True:
+            if json.loads(await client.call("GET", url))["warning"] is not None:
+                return
+            await asyncio.sleep(0.3)
+
+
 def leaks(text: str, secrets: list[str]) -> list[str]:
     return [s for s in secrets if s in text]
 
@@ -228,6 +240,12 @@ async def test_no_secret_in_logs_apis_metrics_or_etcd(
         assert f"{masked}?safe-mode=true" in queried, queried
         for path in ("changefeeds", "captures", "processors", "status", "health"):
             await client.call("GET", f"{api}/{path}")
+        # a sink that cannot be reached: its error travels through etcd, the API and the logs
+        unreachable = f"mysql://{down.user}:{password}@127.0.0.1:{free_port()}/"
+        await client.call(
+            "POST", f"{api}/changefeeds", {"changefeed_id": DOWN, "sink_uri": unreachable}
+        )
+        await warned(client, f"{api}/changefeeds/{DOWN}")
         # a refused sink URI: the error names it, masked
         bad = down.dsn().replace("mysql://", "nosuch://")
         refused = await client.call(
@@ -240,9 +258,13 @@ async def test_no_secret_in_logs_apis_metrics_or_etcd(
         outputs += [(f"binlogctl {c}", binlogctl(pki, etcd, c)) for c in ("pumps", "drainers")]
         records = await etcd_records(etcd)
 
-    info_key = f"/tidb/cdc/{DEFAULT_CLUSTER}/{DEFAULT_NAMESPACE}/changefeed/info/{FEED}"
-    # the changefeed's info keeps the real sink URI: the captures open the sink from it
-    assert password in records.pop(info_key)
+    for feed in (FEED, DOWN):
+        # a changefeed's info keeps the real sink URI, as TiCDC's: the captures open the sink
+        # from it. Only that one field is left out; the rest of the record is searched.
+        key = f"/tidb/cdc/{DEFAULT_CLUSTER}/{DEFAULT_NAMESPACE}/changefeed/info/{feed}"
+        info = json.loads(records.pop(key))
+        assert password in info.pop("sink-uri")
+        outputs.append((f"etcd {key} (but sink-uri)", json.dumps(info)))
     outputs += [(f"etcd {key}", value) for key, value in records.items()]
     outputs += [(f"{name} log", log.read_text()) for name, log in logs.items()]
     outputs += client.seen

@@ -49,6 +49,15 @@ def test_config_from_uri() -> None:
             SourceConfig.from_uri(bad)
 
 
+@pytest.mark.parametrize(
+    "bad", ["http://u:s3cret@h/", "mysql://u:s3cret@h/?serverid=3", "mysql://u:s3cret@h:x/"]
+)
+def test_config_errors_name_the_uri_without_its_password(bad: str) -> None:
+    with pytest.raises(ValueError) as err:
+        SourceConfig.from_uri(bad)
+    assert "s3cret" not in str(err.value) and "u:******@h" in str(err.value)
+
+
 def test_timestamp_rule_worked_example() -> None:
     t1 = next_ts(100, 0)
     t2 = next_ts(100, t1)

@@ -35,6 +35,10 @@ async def test_unknown_scheme_lists_the_known_ones() -> None:
         async with open_sink("nosuch://127.0.0.1:9092", OPTS):
             pass
     assert not e.value.retriable
+    with pytest.raises(SinkError) as e:
+        async with open_sink("nosuch://u:s3cret@127.0.0.1:9092", OPTS):
+            pass
+    assert "s3cret" not in str(e.value) and "nosuch://u:******@127.0.0.1:9092" in str(e.value)
 
 
 async def test_sqlite_url_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,6 +32,7 @@ from tributary.sinks.port import Sink, SinkError, SinkOptions
 from tributary.sinks.print import sink as printer
 from tributary.sinks.pump import sink as pump
 from tributary.sinks.sqlite import sink as sqlite
+from tributary.sinks.urls import redact
 
 Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]
 
@@ -59,7 +60,7 @@ async def open_sink(url: str, options: SinkOptions) -> AsyncIterator[Sink]:
     opener = OPENERS.get(parts.scheme.lower())
     if opener is None:
         known = ", ".join(f"{s}://" for s in sorted(OPENERS))
-        raise SinkError(f"unknown sink {url!r}: the known schemes are {known}")
+        raise SinkError(f"unknown sink {redact(url)!r}: the known schemes are {known}")
     sink = await opener(parts, options)
     try:
         yield sink

@@ -10,7 +10,7 @@ error, so a typo does not silently fall back to a default.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from tributary.change import TableFilter
 
@@ -28,6 +28,7 @@ class SourceConfig:
     @classmethod
     def from_uri(cls, uri: str, *, filter: TableFilter | None = None) -> SourceConfig:
         parts = urlsplit(uri)
+        uri = _without_password(parts)  # errors below name the URI, never its password
         if parts.scheme.lower() not in ("mysql", "mariadb"):
             raise ValueError(f"source URI must be mysql://, got {uri!r}")
         if not parts.hostname:
@@ -52,3 +53,12 @@ class SourceConfig:
             filter=filter,
             tz=params.get("tz", "UTC") or "UTC",
         )
+
+
+def _without_password(parts: SplitResult) -> str:
+    """The URI with its password masked (``tributary.sinks.urls.redact``; sources do not import
+    sinks)."""
+    if parts.password is None:
+        return parts.geturl()
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"{parts.username or ''}:******@{host}").geturl()
