@@ -220,7 +220,8 @@ def _drainer(raw: object, where: str, problems: list[str], spark_account: str) -
     if "kafka" in d and sink:
         problems.append(f"{where}: sinkURI and kafka name the sink twice; give one of them")
     elif "kafka" not in d and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", sink):
-        problems.append(f"{where}.sinkURI: {sink!r} must be a URL such as mysql://user@host:3306/")
+        shown = f"...@{sink.rpartition('@')[2]}" if "@" in sink else sink  # events: no password
+        problems.append(f"{where}.sinkURI: {shown!r} must be a URL such as mysql://user@host:3306/")
     elif _KAFKA_PASSWORD.match(sink):
         problems.append(
             f"{where}.sinkURI: a kafka:// URL with a password would be stored in the ConfigMap; "

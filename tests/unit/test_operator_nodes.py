@@ -97,6 +97,11 @@ def test_the_cluster_spec_leaves_drainer_fields_to_the_drainers() -> None:
     assert e.value.problems == [
         "spec.sinkURI: 'nowhere' must be a URL such as mysql://user@host:3306/"
     ]
+    with pytest.raises(SpecError) as e:  # the problem becomes an event: never the password
+        parse_drainer({"sinkURI": "u:s3cret@db:3306"}, "a")
+    assert e.value.problems == [
+        "spec.sinkURI: '...@db:3306' must be a URL such as mysql://user@host:3306/"
+    ]
     assert parse_drainer({"sinkURI": "file:///x"}, "b").name == "b"
 
 
