@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +57,8 @@ def etcdctl_put(etcd: EtcdProcess, key: str, value: str) -> None:
 def start_drainer(
     root: Path, etcd: str, node_id: str, db: Path, *extra: str, port: int = 0
 ) -> subprocess.Popen[bytes]:
-    """A drainer process: gRPC on ``port``, its HTTP API on ``port + 1``."""
+    """A drainer process: gRPC on ``port``, its HTTP API on ``port + 1``; returned once that
+    answers, so it has taken its start ts (a write before that could fall below it)."""
     port = port or free_port_pair()
     log = open(root / f"{node_id}.log", "ab")
     proc = subprocess.Popen(
@@ -84,7 +87,21 @@ def start_drainer(
         cwd=REPO,
     )
     log.close()
+    _wait_http(proc, f"http://127.0.0.1:{port + 1}/health", root / f"{node_id}.log")
     return proc
+
+
+def _wait_http(proc: subprocess.Popen[bytes], url: str, log: Path, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"exited {proc.returncode}: {log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer within {within:.0f} s: {log.read_text()[-3000:]}")
 
 
 def events(kube: KubeApiServer, ns: str, reason: str) -> list[dict[str, Any]]:
