@@ -3,8 +3,9 @@
 The wheel is built from the working tree, installed without its dependencies into a fresh
 virtualenv whose only other path is this environment's site-packages (for the third-party
 libraries; the project's own editable install there is a finder that a path entry does not
-activate). Every console script must then answer ``--help`` from an unrelated directory, and the
-pump's and drainer's composition roots must load without the optional extras.
+activate, and pip is told to ignore it rather than take it for this wheel). Every console
+script must then answer ``--help`` from an unrelated directory, and the pump's and drainer's
+composition roots must load without the optional extras.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
     (purelib / "third_party.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(root / "bin" / "python"), "install",
-         "-q", "--no-deps", str(wheel)],
+         "-q", "--no-deps", "--ignore-installed", str(wheel)],
         check=True, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     yield root
