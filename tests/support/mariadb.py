@@ -6,7 +6,8 @@ across concurrent pytest sessions by a lock file. A failed install is not a skip
 asked for MariaDB fails with the apt output. The install runs at the end of collection (outside
 any test's timeout) when a collected test uses one of the fixtures below.
 
-Each instance is a ``mariadbd`` run as root with ``--no-defaults`` on a free 127.0.0.1 port, its
+Each instance is a ``mariadbd`` run as root with ``--no-defaults`` on a free port of 127.0.0.1
+(or of the address given as ``host``, e.g. the one-node cluster's bridge so that pods reach it), its
 own data directory and socket, ROW binlog on and a distinct ``server_id``. The system tables are
 made once per session by ``mariadb-install-db`` into a template directory that every instance
 copies (a copy is much faster than a fresh install). A user with a password (``tributary``) is
@@ -310,19 +311,22 @@ class MariaDBServer:
         return self.proc is not None and self.proc.poll() is None
 
 
-def new_server(template: Path, base: Path, extra_args: Sequence[str] = ()) -> MariaDBServer:
-    """A server whose data directory is a copy of ``template`` (not started)."""
+def new_server(
+    template: Path, base: Path, extra_args: Sequence[str] = (), host: str = "127.0.0.1"
+) -> MariaDBServer:
+    """A server whose data directory is a copy of ``template`` (not started), bound to ``host``
+    (the address clients use too; its user may log in from anywhere)."""
     base.mkdir(parents=True, exist_ok=True)
     shutil.copytree(template, base / "data")
-    return MariaDBServer(base, free_port(), next(_server_ids), tuple(extra_args))
+    return MariaDBServer(base, free_port(), next(_server_ids), tuple(extra_args), host)
 
 
 @contextmanager
 def running_server(
-    template: Path, base: Path, extra_args: Sequence[str] = ()
+    template: Path, base: Path, extra_args: Sequence[str] = (), host: str = "127.0.0.1"
 ) -> Iterator[MariaDBServer]:
     """Start a fresh server; stop it on exit (killed if a clean stop takes too long)."""
-    server = new_server(template, base, extra_args)
+    server = new_server(template, base, extra_args, host)
     server.start()
     try:
         yield server
@@ -408,11 +412,12 @@ def mariadb(mariadb_server: MariaDBServer) -> Iterator[MariaDBDatabase]:
 
 @pytest.fixture
 def mariadb_instance(mariadb_template: Path, tmp_path: Path) -> Iterator[InstanceFactory]:
-    """``mariadb_instance(name, *extra_args)`` starts a fresh server owned by the test."""
+    """``mariadb_instance(name, *extra_args, host=...)`` starts a fresh server owned by the test
+    (on 127.0.0.1 unless ``host`` names another local address to bind)."""
     servers: list[MariaDBServer] = []
 
-    def start(name: str = "db", *extra_args: str) -> MariaDBServer:
-        server = new_server(mariadb_template, tmp_path / f"mariadb-{name}", extra_args)
+    def start(name: str = "db", *extra_args: str, host: str = "127.0.0.1") -> MariaDBServer:
+        server = new_server(mariadb_template, tmp_path / f"mariadb-{name}", extra_args, host)
         servers.append(server)
         server.start()
         return server
