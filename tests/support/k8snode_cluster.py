@@ -1,11 +1,13 @@
 """A BinlogCluster's pieces on the one-node cluster (``kube_node``): the chart's etcd read from
-the host, pods of the product image, a bank workload writing through the pump client, and the
-checker comparing a SQLite upstream with a drainer's SQLite downstream on a hostPath volume."""
+the host, pods of the product image, a bank workload writing through the pump client, the
+checker comparing a SQLite upstream with a drainer's downstream (SQLite on a hostPath volume, or a
+MariaDB on the host reached over the node's bridge), and ``kubectl get`` tables as rows."""
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 import sys
 import urllib.request
@@ -18,13 +20,15 @@ RELEASE = "binlog"
 SYSTEM_NS = "binlog-system"
 ETCD = f"http://{RELEASE}-etcd-0.{RELEASE}-etcd.{SYSTEM_NS}.svc:2379"
 PUMP_PODS = "app.kubernetes.io/instance=demo,app.kubernetes.io/component=pump"
+# the node's bridge address (scripts/k8s-node's NODE_IP): pods reach host processes bound to it
+NODE_IP = "10.209.0.1"
 
 
-def etcd_nodes(node: KubeNode, kind: str) -> dict[str, dict[str, Any]]:
-    """``/tidb-binlog/v1/<kind>/*`` of the chart's etcd, read through its JSON gateway."""
+def etcd_range(node: KubeNode, prefix: bytes) -> list[tuple[str, bytes, int]]:
+    """Every key under ``prefix`` of the chart's etcd as (key without the prefix, value, create
+    revision), read through its JSON gateway at the etcd pod's address."""
     pod = node.get("pod", f"{RELEASE}-etcd-0", "-n", SYSTEM_NS)
     ip = pod["status"]["podIP"]
-    prefix = f"/tidb-binlog/v1/{kind}/".encode()
     body = json.dumps({
         "key": base64.b64encode(prefix).decode(),
         "range_end": base64.b64encode(prefix[:-1] + b"0").decode(),
@@ -32,11 +36,32 @@ def etcd_nodes(node: KubeNode, kind: str) -> dict[str, dict[str, Any]]:
     req = urllib.request.Request(f"http://{ip}:2379/v3/kv/range", data=body, method="POST")
     with urllib.request.urlopen(req, timeout=5) as r:
         kvs = json.loads(r.read()).get("kvs", [])
-    out = {}
-    for kv in kvs:
-        key = base64.b64decode(kv["key"]).decode().removeprefix(prefix.decode())
-        out[key] = json.loads(base64.b64decode(kv["value"]))
-    return out
+    return [
+        (
+            base64.b64decode(kv["key"]).decode().removeprefix(prefix.decode()),
+            base64.b64decode(kv["value"]),
+            int(kv.get("create_revision", 0)),
+        )
+        for kv in kvs
+    ]
+
+
+def etcd_nodes(node: KubeNode, kind: str) -> dict[str, dict[str, Any]]:
+    """``/tidb-binlog/v1/<kind>/*`` of the chart's etcd: node id -> its JSON status."""
+    got = etcd_range(node, f"/tidb-binlog/v1/{kind}/".encode())
+    return {key: json.loads(value) for key, value, _ in got}
+
+
+def capture_cluster(node: KubeNode, cluster: str = "default") -> tuple[dict[str, Any], str]:
+    """The captures registered under ``/tidb/cdc/<cluster>/__cdc_meta__/capture/`` (capture id ->
+    its CaptureInfo) and the elected owner's capture id ("" when none): of the election's keys
+    ``owner/<lease hex>``, the one created first owns (etcd's election rule)."""
+    got = etcd_range(node, f"/tidb/cdc/{cluster}/__cdc_meta__/".encode())
+    captures = {
+        k.removeprefix("capture/"): json.loads(v) for k, v, _ in got if k.startswith("capture/")
+    }
+    candidates = sorted((rev, v.decode()) for k, v, rev in got if k.startswith("owner/"))
+    return captures, candidates[0][1] if candidates else ""
 
 
 def states(node: KubeNode, kind: str) -> dict[str, str]:
@@ -100,13 +125,28 @@ def host_path_of_claim(node: KubeNode, ns: str, claim: str) -> Path:
     return Path(pv["spec"]["hostPath"]["path"])
 
 
-def downstream_equal(upstream: Path, downstream: Path) -> str | None:
-    """The checker's report when both sides are equal, else None."""
-    if not downstream.exists():
+def table(node: KubeNode, ns: str, what: str) -> list[dict[str, str]]:
+    """``kubectl get <what>`` as rows of {column: value} (columns are 2+ spaces apart)."""
+    lines = node.kubectl("get", what, "-n", ns).stdout.strip().splitlines()
+    rows: list[dict[str, str]] = []
+    header: list[str] = []
+    for line in lines:
+        cells = re.split(r"\s{2,}", line.strip())
+        if cells[0] == "NAME":
+            header = cells
+        elif header and line.strip():
+            rows.append(dict(zip(header, cells, strict=False)))
+    return rows
+
+
+def downstream_equal(upstream: Path, downstream: Path | str) -> str | None:
+    """The checker's report when both sides are equal, else None. ``downstream`` is a SQLite
+    file or a database URL (``mysql://...``)."""
+    if isinstance(downstream, Path) and not downstream.exists():
         return None
+    url = f"sqlite://{downstream}" if isinstance(downstream, Path) else downstream
     done = subprocess.run(
-        [sys.executable, "-m", "tributary.checker", "-u", f"sqlite://{upstream}",
-         "-d", f"sqlite://{downstream}"],
+        [sys.executable, "-m", "tributary.checker", "-u", f"sqlite://{upstream}", "-d", url],
         capture_output=True,
         text=True,
         timeout=120,
