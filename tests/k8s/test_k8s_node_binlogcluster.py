@@ -48,6 +48,10 @@ pytest_plugins = ["tests.support.mariadb"]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
+# the pumps' volumes are host paths: what the host has free must not refuse the test's writes
+PUMP_CONFIG = {"storage": {"stop-write-at-available-space": "64MiB"}}
+
+
 def node_rows(node: KubeNode, ns: str, want: list[str]) -> dict[str, dict[str, str]] | None:
     """``kubectl get pumps,drainers`` by name once exactly ``want`` are listed, each online with
     its node id = its name's pod and a max commit ts / checkpoint; else None."""
@@ -93,7 +97,7 @@ def test_helm_install_apply_scale_and_delete_a_binlog_cluster(
         "spec": {
             "etcd": {"endpoints": [ETCD]},
             "imagePullPolicy": "Never",
-            "pumps": {"replicas": 2, "storage": {"size": "1Gi"}},
+            "pumps": {"replicas": 2, "storage": {"size": "1Gi"}, "config": PUMP_CONFIG},
             "drainers": [{"name": "down", "sinkURI": db.dsn()}],
             "captures": {"replicas": 2, "upstreamSecret": {"name": "upstream", "key": "upstream"}},
         },

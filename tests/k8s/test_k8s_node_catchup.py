@@ -43,6 +43,10 @@ EXECUTORS = "spark-role=executor"
 LAG = 15  # seconds: lag-threshold; the drainer is added once the backlog is older than this
 
 
+# the pumps' volumes are host paths: what the host has free must not refuse the test's writes
+PUMP_CONFIG = {"storage": {"stop-write-at-available-space": "64MiB"}}
+
+
 def executor_pods(node: KubeNode, ns: str) -> list[dict[str, Any]]:
     pods = node.get("pods", "-n", ns, "-l", EXECUTORS) or {"items": []}
     return [p for p in pods["items"] if not p["metadata"].get("deletionTimestamp")]
@@ -93,7 +97,7 @@ def test_catchup_executor_pods_move_the_backlog(kube_node: KubeNode, tmp_path: P
         "spec": {
             "etcd": {"endpoints": [ETCD]},
             "imagePullPolicy": "Never",
-            "pumps": {"replicas": 1, "storage": {"size": "1Gi"}},
+            "pumps": {"replicas": 1, "storage": {"size": "1Gi"}, "config": PUMP_CONFIG},
         },
     }
     node.kubectl("apply", "-f", "-", input=json.dumps(cluster))
