@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/python -m services.demo
 
 test: $(STAMP)
-	$(BIN)/tox -q -p auto -o -e lint,type,proto,tests,k8s
+	$(BIN)/tox -q -e lint,type,proto,tests,k8s
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do $(BIN)/python -m bench.$$(basename $$b .py) || exit 1; done

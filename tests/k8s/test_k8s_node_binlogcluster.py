@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.support.k8s import CHART, eventually
+from tests.support.k8s import eventually
 from tests.support.k8snode import KubeNode
 from tests.support.k8snode_cluster import (
     ETCD,
     NODE_IP,
     PUMP_PODS,
-    RELEASE,
-    SYSTEM_NS,
     capture_cluster,
+    cleaned_up,
     downstream_equal,
+    install_chart,
     ready_pods,
     run_pod,
     states,
@@ -79,12 +79,14 @@ def test_helm_install_apply_scale_and_delete_a_binlog_cluster(
     upstream_dir.mkdir()
     upstream_dir.chmod(0o777)  # the workload pod runs as the image's user
     upstream = upstream_dir / "up.db"
-    node.helm(
-        "install", RELEASE, str(CHART), "--namespace", SYSTEM_NS, "--create-namespace",
-        "--set", "etcd.enabled=true", "--set", f"etcd.image={node.image}",
-        "--set", "image.pullPolicy=Never", "--wait", "--timeout", "8m",
-        timeout=600,
-    )  # fmt: skip
+    with cleaned_up(node, ns):
+        install_chart(node)
+        _the_users_path(node, ns, name, db, upstream_dir, upstream)
+
+
+def _the_users_path(
+    node: KubeNode, ns: str, name: str, db: Any, upstream_dir: Path, upstream: Path
+) -> None:
     node.kubectl("create", "namespace", ns)
     node.kubectl(
         "create", "secret", "generic", "upstream", "-n", ns,
@@ -228,7 +230,7 @@ def test_helm_install_apply_scale_and_delete_a_binlog_cluster(
     eventually(
         lambda: states(node, "drainers").get(drainer) == "offline",
         "the drainer closed",
-        within=120,
+        within=300,
     )
     eventually(
         lambda: not (node.get("statefulsets", "-n", ns) or {"items": []})["items"],

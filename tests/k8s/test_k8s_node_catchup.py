@@ -23,14 +23,14 @@ from typing import Any
 
 import pytest
 
-from tests.support.k8s import CHART, eventually
+from tests.support.k8s import eventually
 from tests.support.k8snode import KubeNode
 from tests.support.k8snode_cluster import (
     ETCD,
-    RELEASE,
-    SYSTEM_NS,
+    cleaned_up,
     downstream_equal,
     host_path_of_claim,
+    install_chart,
     ready_pods,
     run_pod,
     states,
@@ -71,14 +71,13 @@ def test_catchup_executor_pods_move_the_backlog(kube_node: KubeNode, tmp_path: P
     upstream_dir.mkdir()
     upstream_dir.chmod(0o777)  # the workload pod runs as the image's user
     upstream = upstream_dir / "up.db"
-    node.kubectl("create", "namespace", ns)
-    node.helm(
-        "install", RELEASE, str(CHART), "--namespace", SYSTEM_NS, "--create-namespace",
-        "--set", "etcd.enabled=true", "--set", f"etcd.image={node.image}",
-        "--set", "image.pullPolicy=Never", "--set", f"spark.namespaces={{{ns}}}",
-        "--wait", "--timeout", "8m",
-        timeout=600,
-    )  # fmt: skip
+    with cleaned_up(node, ns):
+        node.kubectl("create", "namespace", ns)
+        install_chart(node, "--set", f"spark.namespaces={{{ns}}}")
+        _catch_up(node, ns, name, upstream_dir, upstream)
+
+
+def _catch_up(node: KubeNode, ns: str, name: str, upstream_dir: Path, upstream: Path) -> None:
     staging = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",

@@ -11,14 +11,52 @@ import re
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.support.k8s import CHART
 from tests.support.k8snode import KubeNode, wait_pod_phase
 
 RELEASE = "binlog"
 SYSTEM_NS = "binlog-system"
 ETCD = f"http://{RELEASE}-etcd-0.{RELEASE}-etcd.{SYSTEM_NS}.svc:2379"
+
+
+def _uninstall(node: KubeNode) -> None:
+    node.helm(
+        "uninstall", RELEASE, "--namespace", SYSTEM_NS, "--ignore-not-found", "--wait",
+        "--timeout", "5m", check=False, timeout=360,
+    )  # fmt: skip
+
+
+def install_chart(node: KubeNode, *values: str) -> None:
+    """``helm install`` of the chart as ``RELEASE`` with its etcd and the node's image; a
+    release that an earlier test left behind is removed first."""
+    _uninstall(node)
+    node.helm(
+        "install", RELEASE, str(CHART), "--namespace", SYSTEM_NS, "--create-namespace",
+        "--set", "etcd.enabled=true", "--set", f"etcd.image={node.image}",
+        "--set", "image.pullPolicy=Never", *values, "--wait", "--timeout", "8m",
+        timeout=600,
+    )  # fmt: skip
+
+
+@contextmanager
+def cleaned_up(node: KubeNode, *namespaces: str) -> Iterator[None]:
+    """What a test made on the shared node goes when it ends, passed or failed: its
+    namespaces (deleted while the operator still runs), then the chart's release."""
+    try:
+        yield
+    finally:
+        for ns in namespaces:
+            node.kubectl(
+                "delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False
+            )
+        _uninstall(node)
+
+
 PUMP_PODS = "app.kubernetes.io/instance=demo,app.kubernetes.io/component=pump"
 # the node's bridge address (scripts/k8s-node's NODE_IP): pods reach host processes bound to it
 NODE_IP = "10.209.0.1"
