@@ -18,6 +18,7 @@ import socket
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from grpclib.server import Server
 
@@ -118,8 +119,9 @@ class TsoServerApp:
             self._stack.callback(relay.close)
             handlers.append(relay)
         server = Server(handlers)  # type: ignore[arg-type]
+        connections = _track_connections(server)
         await server.start(sock=sock)
-        self._stack.push_async_callback(_stop_server, server)
+        self._stack.push_async_callback(_stop_server, server, connections)
         self._member = await self._stack.enter_async_context(member)
         log.info("TSO member %s started for cluster %d", self.advertise_addr, self.cluster_id)
 
@@ -145,8 +147,35 @@ def _join(host: str, port: int) -> str:
     return join_host_port(host, port)
 
 
-async def _stop_server(server: Server) -> None:
+def _track_connections(server: Server) -> set[asyncio.BaseTransport]:
+    """The server's accepted connections, kept so that a stop closes them.
+
+    grpclib's ``close`` stops the listener and cancels the handlers but leaves accepted
+    connections open (asyncio's server of Python 3.11 does not close them either): a PD client
+    would keep a connection to a member that no longer serves instead of moving to the new
+    leader, and an in-process stop would leak the sockets."""
+    transports: set[asyncio.BaseTransport] = set()
+    make = server._protocol_factory  # grpclib: one H2Protocol per accepted connection
+
+    def factory() -> Any:
+        protocol = make()
+        made = protocol.connection_made
+
+        def connection_made(transport: asyncio.BaseTransport) -> None:
+            transports.add(transport)
+            made(transport)
+
+        protocol.connection_made = connection_made  # type: ignore[method-assign]
+        return protocol
+
+    setattr(server, "_protocol_factory", factory)  # noqa: B010
+    return transports
+
+
+async def _stop_server(server: Server, connections: set[asyncio.BaseTransport]) -> None:
     server.close()
     with contextlib.suppress(asyncio.TimeoutError):
         async with asyncio.timeout(5):
             await server.wait_closed()
+    for transport in connections:
+        transport.close()
