@@ -25,9 +25,14 @@ ETCD = f"http://{RELEASE}-etcd-0.{RELEASE}-etcd.{SYSTEM_NS}.svc:2379"
 
 
 def _uninstall(node: KubeNode) -> None:
+    """The release gone, and its etcd's claim with it (a new release starts from empty)."""
     node.helm(
         "uninstall", RELEASE, "--namespace", SYSTEM_NS, "--ignore-not-found", "--wait",
         "--timeout", "5m", check=False, timeout=360,
+    )  # fmt: skip
+    node.kubectl(
+        "delete", "pvc", "--all", "-n", SYSTEM_NS, "--ignore-not-found", "--wait=true",
+        "--timeout=120s", check=False, timeout=180,
     )  # fmt: skip
 
 
