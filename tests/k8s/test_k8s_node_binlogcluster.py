@@ -10,119 +10,28 @@ host over the pod network (etcd's JSON gateway at the etcd pod's address).
 
 from __future__ import annotations
 
-import base64
 import json
-import subprocess
-import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.k8s import CHART, eventually
-from tests.support.k8snode import KubeNode, wait_pod_phase
+from tests.support.k8snode import KubeNode
+from tests.support.k8snode_cluster import (
+    ETCD,
+    PUMP_PODS,
+    RELEASE,
+    SYSTEM_NS,
+    downstream_equal,
+    host_path_of_claim,
+    ready_pods,
+    run_pod,
+    states,
+    write_bank,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
-
-RELEASE = "binlog"
-SYSTEM_NS = "binlog-system"
-ETCD = f"http://{RELEASE}-etcd-0.{RELEASE}-etcd.{SYSTEM_NS}.svc:2379"
-PUMP_PODS = "app.kubernetes.io/instance=demo,app.kubernetes.io/component=pump"
-
-
-def etcd_nodes(node: KubeNode, kind: str) -> dict[str, dict[str, Any]]:
-    """``/tidb-binlog/v1/<kind>/*`` of the chart's etcd, read through its JSON gateway."""
-    pod = node.get("pod", f"{RELEASE}-etcd-0", "-n", SYSTEM_NS)
-    ip = pod["status"]["podIP"]
-    prefix = f"/tidb-binlog/v1/{kind}/".encode()
-    body = json.dumps({
-        "key": base64.b64encode(prefix).decode(),
-        "range_end": base64.b64encode(prefix[:-1] + b"0").decode(),
-    }).encode()  # fmt: skip
-    req = urllib.request.Request(f"http://{ip}:2379/v3/kv/range", data=body, method="POST")
-    with urllib.request.urlopen(req, timeout=5) as r:
-        kvs = json.loads(r.read()).get("kvs", [])
-    out = {}
-    for kv in kvs:
-        key = base64.b64decode(kv["key"]).decode().removeprefix(prefix.decode())
-        out[key] = json.loads(base64.b64decode(kv["value"]))
-    return out
-
-
-def states(node: KubeNode, kind: str) -> dict[str, str]:
-    return {k: v.get("state", "") for k, v in etcd_nodes(node, kind).items()}
-
-
-def ready_pods(node: KubeNode, ns: str, selector: str) -> list[str]:
-    pods = node.get("pods", "-n", ns, "-l", selector) or {"items": []}
-    return sorted(
-        p["metadata"]["name"]
-        for p in pods["items"]
-        if any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in p.get("status", {}).get("conditions", [])
-        )
-        and not p["metadata"].get("deletionTimestamp")
-    )
-
-
-def run_pod(node: KubeNode, ns: str, name: str, args: list[str], **spec: Any) -> None:
-    """A pod of the product image running ``args`` (``$(POD_IP)`` is the pod's address)."""
-    container = {
-        "name": name,
-        "image": node.image,
-        "imagePullPolicy": "Never",
-        "args": args,
-        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-        "volumeMounts": spec.pop("mounts", []),
-    }
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"containers": [container], **spec},
-    }
-    node.kubectl("apply", "-f", "-", input=json.dumps(pod))
-
-
-def write_bank(node: KubeNode, ns: str, name: str, upstream: Path, txns: int, seed: int) -> None:
-    """``binlog-workload`` in a pod: bank transactions into a SQLite upstream on the host (a
-    hostPath volume) and, through the pump client, into the pumps it finds in etcd."""
-    run_pod(
-        node,
-        ns,
-        name,
-        ["binlog-workload", "--kind", "bank", "--upstream", "sqlite:///upstream/up.db",
-         "--pd-urls", ETCD, "--txns", str(txns), "--writers", "4", "--seed", str(seed),
-         "--accounts", "50"],
-        restartPolicy="Never",
-        mounts=[{"name": "upstream", "mountPath": "/upstream"}],
-        volumes=[{"name": "upstream", "hostPath": {"path": str(upstream), "type": "Directory"}}],
-    )  # fmt: skip
-    pod = wait_pod_phase(node, ns, name, {"Succeeded", "Failed"}, within=600)
-    logs = node.kubectl("logs", name, "-n", ns).stdout
-    assert pod["status"]["phase"] == "Succeeded", logs
-
-
-def host_path_of_claim(node: KubeNode, ns: str, claim: str) -> Path:
-    pvc = node.get("pvc", claim, "-n", ns)
-    pv = node.get("pv", pvc["spec"]["volumeName"])
-    return Path(pv["spec"]["hostPath"]["path"])
-
-
-def downstream_equal(upstream: Path, downstream: Path) -> str | None:
-    """The checker's report when both sides are equal, else None."""
-    if not downstream.exists():
-        return None
-    done = subprocess.run(
-        [sys.executable, "-m", "tributary.checker", "-u", f"sqlite://{upstream}",
-         "-d", f"sqlite://{downstream}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )  # fmt: skip
-    return done.stdout or "equal" if done.returncode == 0 else None
 
 
 def test_helm_install_apply_scale_and_delete_a_binlog_cluster(
