@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.k8s import CHART, eventually
+from tests.support.k8s import eventually
 from tests.support.k8snode import KubeNode
 from tests.support.k8snode_cluster import (
     ETCD,
     PUMP_PODS,
-    RELEASE,
-    SYSTEM_NS,
+    cleaned_up,
     downstream_equal,
     host_path_of_claim,
+    install_chart,
     ready_pods,
     run_pod,
     states,
@@ -41,13 +41,13 @@ def test_helm_install_apply_scale_and_delete_a_binlog_cluster(
     upstream_dir = tmp_path / "upstream"
     upstream_dir.mkdir()
     upstream_dir.chmod(0o777)  # the workload pod runs as the image's user
+    with cleaned_up(node, ns):
+        install_chart(node)
+        _user_path(node, ns, name, upstream_dir)
+
+
+def _user_path(node: KubeNode, ns: str, name: str, upstream_dir: Path) -> None:
     upstream = upstream_dir / "up.db"
-    node.helm(
-        "install", RELEASE, str(CHART), "--namespace", SYSTEM_NS, "--create-namespace",
-        "--set", "etcd.enabled=true", "--set", f"etcd.image={node.image}",
-        "--set", "image.pullPolicy=Never", "--wait", "--timeout", "8m",
-        timeout=600,
-    )  # fmt: skip
     node.kubectl("create", "namespace", ns)
     cluster = {
         "apiVersion": "binlog.io/v1alpha1",
@@ -147,11 +147,14 @@ def test_helm_install_apply_scale_and_delete_a_binlog_cluster(
     )
 
     node.kubectl("delete", "bc", name, "-n", ns, "--wait=true", "--timeout=300s", timeout=360)
-    eventually(
-        lambda: states(node, "drainers").get(drainer) == "offline",
-        "the drainer closed",
-        within=120,
-    )
+    try:
+        eventually(
+            lambda: states(node, "drainers").get(drainer) == "offline",
+            "the drainer closed",
+            within=120,
+        )
+    except AssertionError as e:
+        raise AssertionError(f"{e}; the registry's drainers: {states(node, 'drainers')}") from e
     eventually(
         lambda: not (node.get("statefulsets", "-n", ns) or {"items": []})["items"],
         "the cluster's StatefulSets garbage-collected",

@@ -51,15 +51,42 @@ def install_chart(node: KubeNode, *values: str) -> None:
 @contextmanager
 def cleaned_up(node: KubeNode, *namespaces: str) -> Iterator[None]:
     """What a test made on the shared node goes when it ends, passed or failed: its
-    namespaces (deleted while the operator still runs), then the chart's release."""
+    namespaces (deleted while the operator still runs), then the chart's release. On a failure
+    the namespaces' and the chart's events and pod logs are printed first (pytest shows them
+    with the failure)."""
     try:
         yield
+    except BaseException:
+        dump_diagnostics(node, SYSTEM_NS, *namespaces)
+        raise
     finally:
         for ns in namespaces:
             node.kubectl(
                 "delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False
             )
         _uninstall(node)
+
+
+def dump_diagnostics(node: KubeNode, *namespaces: str) -> None:
+    """Print each namespace's events and every pod's logs (the last lines of the current and
+    of the previous container), for a failed test's report."""
+    for ns in namespaces:
+        events = node.kubectl(
+            "get", "events", "-n", ns, "--sort-by=.lastTimestamp", check=False, timeout=60
+        )
+        print(f"===== events in {ns}\n{events.stdout}{events.stderr}")
+        pods = node.kubectl(
+            "get", "pods", "-n", ns, "-o", "name", check=False, timeout=60
+        ).stdout.split()
+        for pod in pods:
+            for previous in ("false", "true"):
+                out = node.kubectl(
+                    "logs", pod, "-n", ns, "--all-containers", f"--previous={previous}",
+                    "--tail=150", "--timestamps", check=False, timeout=60,
+                )  # fmt: skip
+                if out.stdout.strip():
+                    which = "previous container" if previous == "true" else "current"
+                    print(f"===== {ns}/{pod} ({which})\n{out.stdout}")
 
 
 PUMP_PODS = "app.kubernetes.io/instance=demo,app.kubernetes.io/component=pump"
