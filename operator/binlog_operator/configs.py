@@ -37,6 +37,9 @@ CAPTURE_CLUSTER_ID = "default"
 etcd key prefix ``/tidb/cdc/<id>/`` the status reads changefeeds from. One BinlogCluster per
 etcd, as for its pumps and drainers, so TiCDC's default id serves."""
 
+SINK_URI_ENV = "DRAINER_SYNCER_SINK_URI"
+"""The drainer's ``[syncer] sink-uri`` from its environment: set from ``sinkURISecret``."""
+
 T = TypeVar("T")
 
 _MANAGED = ("addr", "advertise-addr", "status-addr", "data-dir", "node-id", "pd-urls")
@@ -83,10 +86,14 @@ def drainer_toml(
     }
     doc = _merge(drainer.config, managed, f"drainers[{drainer.name}].config", spec, tls_dir)
     syncer = dict(doc.get("syncer") or {})
-    if drainer.kafka is None:
-        syncer["sink-uri"] = drainer.sink_uri
-    else:
+    if drainer.kafka is not None:
         syncer = _kafka(drainer, syncer)
+    elif drainer.sink_secret is not None:  # the pod reads it from the Secret (SINK_URI_ENV)
+        if "sink-uri" in syncer:
+            where = f"drainers[{drainer.name}]"
+            raise SpecError([f"{where}.config.syncer.sink-uri: set by {where}.sinkURISecret"])
+    else:
+        syncer["sink-uri"] = drainer.sink_uri
     if drainer.catchup is not None:
         sts = drainer_name(cluster, drainer.name)
         syncer["catchup"] = _catchup(spec, drainer, sts, namespace, syncer.get("catchup"))
@@ -197,7 +204,10 @@ def _check_drainer(
 ) -> None:
     # a Kafka sink's TLS paths are not opened by the settings loader: rendered as in the pod
     text = drainer_toml(spec, d, cluster, namespace, tls)
-    check_drainer(text, d.name, kafkasink.stand_in_env(d.kafka))
+    env = kafkasink.stand_in_env(d.kafka)
+    if d.sink_secret is not None:  # the URL itself is only in the pod: any sink stands in
+        env[SINK_URI_ENV] = "blackhole://"
+    check_drainer(text, d.name, env)
 
 
 def check_one_drainer(spec: ClusterSpec, d: DrainerSpec, cluster: str, namespace: str) -> None:

@@ -104,9 +104,16 @@ DRAINER_ITEM = _obj(
         "sinkURI": {
             **_STR,
             "description": "mysql://, sqlite://, file://, kafka://host:port/topic?..., "
-            "pump://, print://, blackhole:// (required unless kafka is given; a kafka:// URL "
-            "must not hold a password: use kafka.sasl)",
+            "pump://, print://, blackhole:// (required unless sinkURISecret or kafka is given; "
+            "it must not hold a password: use sinkURISecret, or kafka.sasl)",
         },
+        "sinkURISecret": _obj(
+            {"name": _STR, "key": {**_STR, "default": "sink-uri"}},
+            ["name"],
+            description="the Secret key holding the sink URL (one with a password, e.g. "
+            "mysql://user:password@host:3306/), instead of sinkURI; the drainer's pod reads it "
+            "as env, the ConfigMap never holds it",
+        ),
         "kafka": _KAFKA,
         "storage": _STORAGE,
         "resources": _FREE,

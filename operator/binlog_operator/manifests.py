@@ -23,6 +23,7 @@ from binlog_operator.configs import (
     CONFIG_DIR,
     DRAINER_GRPC_PORT,
     PUMP_GRPC_PORT,
+    SINK_URI_ENV,
     TLS_DIR,
     drainer_name,
     drainer_toml,
@@ -142,6 +143,11 @@ def _drainer(cluster: str, namespace: str, spec: ClusterSpec, d: DrainerSpec) ->
         https=True,
         http="grpc",
     )
+    if d.sink_secret is not None:  # a URL with a password: never in the ConfigMap
+        ref = {"name": d.sink_secret.name, "key": d.sink_secret.key}
+        pod = replace(
+            pod, env=(*pod.env, {"name": SINK_URI_ENV, "valueFrom": {"secretKeyRef": ref}})
+        )
     pod = _with_catchup(_with_kafka(pod, d), d)
     return [
         config_map(name, lbl, "drainer.toml", cfg),

@@ -14,6 +14,7 @@ from typing import Any
 
 from binlog_operator.kafkasink import KafkaSpec, parse_kafka
 from tributary.errors import TributaryError
+from tributary.sinks.urls import redact
 
 DEFAULT_IMAGE = "tributary:0.1.0"
 DEFAULT_SPARK_ACCOUNT = "tributary-spark"  # the chart's spark.serviceAccount.name
@@ -25,6 +26,7 @@ _URL = re.compile(r"^https?://[^\s/]+$")
 _DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
 _KAFKA_PASSWORD = re.compile(r"^kafka://[^/@]*:[^/@]*@", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@?#]*:[^/@?#]*@")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
 
 
@@ -75,6 +77,9 @@ class DrainerSpec:
     config: Mapping[str, Any] = field(default_factory=dict)
     catchup: CatchUpSpec | None = None  # None: no catch-up (unless config enables it)
     kafka: KafkaSpec | None = None  # the sink, instead of sink_uri ("" then)
+    # the sink URL in a Secret (it holds a password), instead of sink_uri ("" then): the pod
+    # reads it as DRAINER_SYNCER_SINK_URI, the ConfigMap never holds it
+    sink_secret: SecretKey | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,9 @@ def parse_cluster(
         raw = []
     for i, d in enumerate(raw):
         entry = _map(d, f"drainers[{i}]", problems)
+        if isinstance(entry.get("sinkURI"), str) and _URL_PASSWORD.match(entry["sinkURI"]):
+            # the Drainer made of it is refused; it must not carry the password either
+            entry = {**entry, "sinkURI": redact(entry["sinkURI"])}
         name = str(entry.get("name", ""))
         if not _DNS_LABEL.match(name) or len(name) > 30:
             problems.append(
@@ -217,15 +225,24 @@ def _drainer(raw: object, where: str, problems: list[str], spark_account: str) -
         problems.append(f"{where}.name: {name!r} must be a DNS label of at most 30 characters")
     sink = str(d.get("sinkURI") or "")
     kafka = parse_kafka(d.get("kafka"), f"{where}.kafka", problems)
-    if "kafka" in d and sink:
-        problems.append(f"{where}: sinkURI and kafka name the sink twice; give one of them")
-    elif "kafka" not in d and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", sink):
+    secret = _secret_key(d.get("sinkURISecret"), f"{where}.sinkURISecret", "sink-uri", problems)
+    given = [k for k in ("sinkURI", "sinkURISecret", "kafka") if d.get(k) not in (None, "")]
+    if len(given) > 1:
+        problems.append(f"{where}: {' and '.join(given)} name the sink twice; give one of them")
+    elif given in (["kafka"], ["sinkURISecret"]):
+        pass
+    elif not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", sink):
         shown = f"...@{sink.rpartition('@')[2]}" if "@" in sink else sink  # events: no password
         problems.append(f"{where}.sinkURI: {shown!r} must be a URL such as mysql://user@host:3306/")
     elif _KAFKA_PASSWORD.match(sink):
         problems.append(
             f"{where}.sinkURI: a kafka:// URL with a password would be stored in the ConfigMap; "
             "use kafka.sasl.secretName (a Secret) instead"
+        )
+    elif _URL_PASSWORD.match(sink):
+        problems.append(
+            f"{where}.sinkURI: a URL with a password would be stored in the ConfigMap; put the "
+            "whole URL in a Secret and name it in sinkURISecret ({name, key}) instead"
         )
     return DrainerSpec(
         name=name,
@@ -235,6 +252,7 @@ def _drainer(raw: object, where: str, problems: list[str], spark_account: str) -
         config=_map(d.get("config"), f"{where}.config", problems),
         catchup=_catchup(d.get("catchup"), f"{where}.catchup", problems, spark_account),
         kafka=kafka,
+        sink_secret=secret,
     )
 
 
@@ -305,11 +323,15 @@ def _overlaps(path: str, other: str) -> bool:
 
 
 def _upstream(raw: object, problems: list[str]) -> SecretKey | None:
+    return _secret_key(raw, "captures.upstreamSecret", "upstream", problems)
+
+
+def _secret_key(raw: object, where: str, default_key: str, problems: list[str]) -> SecretKey | None:
+    """A ``{name, key}`` naming one key of a Secret; None if not given."""
     if raw is None:
         return None
-    where = "captures.upstreamSecret"
     s = _map(raw, where, problems)
-    name, key = str(s.get("name", "")), str(s.get("key", "upstream"))
+    name, key = str(s.get("name", "")), str(s.get("key", default_key))
     if not _DNS_NAME.match(name):
         problems.append(f"{where}.name: {name!r} is not a Secret name")
     if not _SECRET_KEY.match(key):

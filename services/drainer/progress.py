@@ -7,7 +7,10 @@ applied ts at most once every ``interval`` seconds (tidb-binlog: 3 s), and
 
 Invariant: the saved ts never passes the applied ts, and both only grow, so a
 restart from the saved checkpoint re-reads at worst binlogs that were applied
-after the last save (never skips one). ``saved_ts`` is what the drainer
+after the last save (never skips one). A save that failed for a reason that may
+pass (a full disk: ``CheckpointError.retriable``) is retried with backoff while
+the old checkpoint stays; any other failure, or one of the last save at close,
+stops the drainer. ``saved_ts`` is what the drainer
 reports as its ``maxCommitTS``: pumps go offline only once it passed them.
 
 Worked example (interval 3 s, start ts 100): at t=0 ``advance(105)`` -> saved
@@ -25,10 +28,12 @@ import time
 from collections.abc import Callable
 
 from services.drainer.checkpoint import CheckpointStore
+from services.drainer.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 
 SAVE_INTERVAL = 3.0  # seconds between two periodic saves
+RETRY_MAX = 30.0  # seconds; the longest wait between two tries of a failed save
 
 
 class Checkpointer:
@@ -39,12 +44,14 @@ class Checkpointer:
         *,
         interval: float = SAVE_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        retry_delay: float = 0.5,
     ) -> None:
         self._store = store
         self._applied = start_ts
         self._saved = start_ts
         self._interval = interval
         self._clock = clock
+        self._retry_delay = retry_delay  # seconds before the first retry of a failed save
         self._last_save = -math.inf
         self._wake = asyncio.Event()
         self._final: bool | None = None  # the consistent flag of the last save, once closing
@@ -88,6 +95,7 @@ class Checkpointer:
         self._wake.set()
 
     async def run(self) -> None:
+        delay = self._retry_delay
         while True:
             if self._final is not None:
                 await self.save(self._final)
@@ -95,11 +103,29 @@ class Checkpointer:
                 return
             due = self.due_in()
             if due is not None and due <= 0:
-                await self.save()
+                try:
+                    await self.save()
+                    delay = self._retry_delay
+                except CheckpointError as e:
+                    if not e.retriable:
+                        raise
+                    log.warning(
+                        "cannot save checkpoint %d, %d stays (retrying in %.1f s): %s",
+                        self._applied,
+                        self._saved,
+                        delay,
+                        e,
+                    )
+                    await self._sleep(delay)
+                    delay = min(delay * 2, RETRY_MAX)
                 continue
-            self._wake.clear()
-            try:
-                async with asyncio.timeout(due):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+            await self._sleep(due)
+
+    async def _sleep(self, seconds: float | None) -> None:
+        """Wait ``seconds`` (None: until woken); ``advance`` or ``close`` may wake it sooner."""
+        self._wake.clear()
+        try:
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
+        except TimeoutError:
+            pass

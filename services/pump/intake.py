@@ -141,7 +141,11 @@ class Intake:
         try:
             await self._store.write(items)
         except StorageFull as e:
-            raise WriteRefused(Reason.DISK_FULL, str(e), retriable=True) from e
+            # Retriable: commits must go to this pump, and space may be freed (GC, operator).
+            log.error("pump disk is full; %d binlog(s) refused: %s", len(items), e)
+            raise WriteRefused(
+                Reason.DISK_FULL, f"pump disk is full, nothing stored: {e}", retriable=True
+            ) from e
         except StorageError as e:
             log.error("storing %d binlog(s) failed: %s", len(items), e)
             raise WriteRefused(

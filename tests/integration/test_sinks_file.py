@@ -88,7 +88,7 @@ async def test_batches_become_records_and_survive_a_reopen(tmp_path: Path) -> No
 async def test_urls() -> None:
     for bad, message in (
         ("file://", "no directory"),
-        ("file:///x?segment-size=1KiB&gc=7", "unknown options"),
+        ("file:///x?segment-size=1KiB&gc=7", "unknown option .gc.; the known options are"),
         ("file:///x?segment-size=lots", "segment-size"),
         ("file:///x?retention-time=nan", "retention-time"),
         ("file:///x?segment-size=0", "segment-size must be > 0"),

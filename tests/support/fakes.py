@@ -15,10 +15,14 @@ from tributary.tso.errors import NotLeader
 class MemoryCheckpoint:
     """A CheckpointStore in memory that records every save."""
 
-    def __init__(self, saved: int | None = None, fail: bool = False) -> None:
+    def __init__(
+        self, saved: int | None = None, fail: bool = False, retriable: bool = True
+    ) -> None:
         self.saved = saved
         self.history: list[tuple[int, bool]] = []
         self.fail = fail
+        self.retriable = retriable
+        self.failures = 0
 
     async def load(self) -> int | None:
         return self.saved
@@ -26,7 +30,8 @@ class MemoryCheckpoint:
     async def save(self, commit_ts: int, consistent: bool) -> None:
         await asyncio.sleep(0)
         if self.fail:
-            raise CheckpointError("disk on fire", retriable=True)
+            self.failures += 1
+            raise CheckpointError("disk on fire", retriable=self.retriable)
         self.saved = commit_ts
         self.history.append((commit_ts, consistent))
 

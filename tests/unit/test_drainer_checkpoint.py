@@ -154,9 +154,27 @@ async def test_run_saves_promptly_then_waits_and_saves_consistent_at_close() -> 
     assert (cp.saved_ts, cp.applied_ts, cp.saves) == (109, 109, 2)
 
 
-async def test_a_failed_save_stops_the_checkpointer() -> None:
-    cp = Checkpointer(MemoryCheckpoint(fail=True), 1)
+async def test_a_save_failing_for_good_stops_the_checkpointer() -> None:
+    cp = Checkpointer(MemoryCheckpoint(fail=True, retriable=False), 1)
     cp.advance(2)
     with pytest.raises(CheckpointError):
         await asyncio.wait_for(cp.run(), 10)
     assert cp.saved_ts == 1
+
+
+async def test_a_save_that_may_pass_is_retried_and_the_old_checkpoint_stays() -> None:
+    store = MemoryCheckpoint(fail=True)  # a full disk: retriable
+    cp = Checkpointer(store, 1, interval=3600, retry_delay=0.001)
+    cp.advance(2)
+    task = asyncio.create_task(cp.run())
+    try:
+        await eventually(lambda: store.failures >= 3)
+        assert cp.saved_ts == 1 and store.saved is None and not task.done()
+        store.fail = False  # space returned
+        await eventually(lambda: cp.saved_ts == 2)
+        cp.close(consistent=True)
+        await asyncio.wait_for(task, 10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert store.history == [(2, False), (2, True)]

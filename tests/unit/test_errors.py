@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +16,12 @@ from services.capture.errors import CaptureError, NotOwner
 from services.demo.errors import DemoError
 from services.drainer.errors import CollectorStopped, DrainerError
 from services.pump.intake import Reason, WriteRefused
-from services.pump.storage.errors import StorageError, StorageFull, from_os_error
+from services.pump.storage.errors import (
+    StorageError,
+    StorageFull,
+    from_os_error,
+    from_sqlite_error,
+)
 from services.spark.errors import JobError
 from tributary.checker.errors import CheckerError
 from tributary.coord.cluster_id import ClusterIdError
@@ -99,3 +106,22 @@ def test_value_errors_stay_value_errors() -> None:
         assert issubclass(cls, ValueError) and issubclass(cls, TributaryError)
     assert issubclass(SpecError, ValueError) and not SpecError(["x"]).retriable
     assert issubclass(NodeNotFoundError, LookupError)
+
+
+def test_a_full_disk_is_storage_full_by_its_code(tmp_path: Path) -> None:
+    assert isinstance(from_os_error("append", OSError(errno.ENOSPC, "full")), StorageFull)
+    assert isinstance(from_os_error("append", OSError(errno.EDQUOT, "quota")), StorageFull)
+    assert not isinstance(from_os_error("append", OSError(errno.EIO, "io")), StorageFull)
+    db = sqlite3.connect(tmp_path / "tiny.db")  # a real SQLITE_FULL: the file may not grow
+    try:
+        db.execute("PRAGMA max_page_count = 2")
+        with pytest.raises(sqlite3.OperationalError) as full:
+            db.execute("CREATE TABLE t (v BLOB)")
+            db.execute("INSERT INTO t VALUES (zeroblob(100000))")
+        with pytest.raises(sqlite3.OperationalError) as other:
+            db.execute("SELECT * FROM missing")
+    finally:
+        db.close()
+    assert isinstance(from_sqlite_error("index", full.value), StorageFull)
+    mapped = from_sqlite_error("index", other.value)
+    assert mapped.retriable and not isinstance(mapped, StorageFull)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -11,7 +13,7 @@ from tributary.sinks import SinkError, SinkOptions
 from tributary.sinks.blackhole.sink import BlackholeSink
 from tributary.sinks.schemes import OPENERS, open_sink, scheme_of
 from tributary.sinks.sqlite.sink import SqliteSink
-from tributary.sinks.urls import redact
+from tributary.sinks.urls import redact, unknown_options
 
 OPTS = SinkOptions(cluster_id=7)
 T = TableInfo.build("s", "t", [("id", "int")], ["id"])
@@ -87,3 +89,50 @@ async def test_blackhole_counts_and_keeps_checkpoint_in_memory() -> None:
     assert (sink.txns, sink.rows, sink.ddls) == (2, 5, 1)
     assert await sink.checkpoint() == 13
     assert await BlackholeSink().checkpoint() is None
+
+
+# Every scheme, with an option it knows and one it does not (nothing is connected to: the URL
+# is refused before). A new scheme must be added here.
+UNKNOWN_OPTION_URLS = {
+    "sqlite": ("sqlite:///{tmp}/x.db?journal=wal", "it takes no options"),
+    "blackhole": ("blackhole://?journal=wal", "it takes no options"),
+    "print": ("print://?journal=wal", "it takes no options"),
+    "file": ("file:///{tmp}/f?segment-size=1MiB&journal=wal", "retention-time, segment-size"),
+    "mysql": ("mysql://u:s3cret@127.0.0.1:1/?consistent=true&journal=wal", "worker-count"),
+    "pump": ("pump://127.0.0.1:1/?name=x&journal=wal", "cluster-id, name, ssl-ca"),
+    "kafka": ("kafka://127.0.0.1:1/t?kafka-max-messages=5&journal=wal", "kafka-version"),
+}
+
+
+def test_every_scheme_has_an_unknown_option_case() -> None:
+    assert set(UNKNOWN_OPTION_URLS) == set(OPENERS)
+
+
+@pytest.mark.parametrize("scheme", sorted(UNKNOWN_OPTION_URLS))
+async def test_an_unknown_option_is_refused_naming_it_and_the_known_ones(
+    scheme: str, tmp_path: Path
+) -> None:
+    url, known = UNKNOWN_OPTION_URLS[scheme]
+    with pytest.raises(SinkError) as e:
+        async with open_sink(url.format(tmp=tmp_path), OPTS):
+            pass
+    message = str(e.value)
+    assert "'journal'" in message and known in message, message
+    assert "s3cret" not in message
+    assert not e.value.retriable
+    assert os.listdir(tmp_path) == []  # refused before anything was created
+
+
+async def test_canal_json_refuses_an_unknown_option_too() -> None:
+    with pytest.raises(SinkError, match=r"unknown options \['journal'\]; known: .*dispatcher"):
+        async with open_sink("kafka://127.0.0.1:1/t?protocol=canal-json&journal=wal", OPTS):
+            pass
+
+
+def test_unknown_options_names_every_unknown_key() -> None:
+    url = urlsplit("sqlite:///x.db?b=1&a=2&a=3")
+    assert unknown_options(url, ()) == "unknown options 'a', 'b'; it takes no options"
+    assert unknown_options(url, ("a", "b")) == ""
+    assert unknown_options(urlsplit("file:///d?z=1"), ("y", "x")) == (
+        "unknown option 'z'; the known options are x, y"
+    )

@@ -1,8 +1,11 @@
-"""Sink URLs in messages: the password is never shown."""
+"""Sink URLs: the password is never shown in a message, and an unknown option is refused."""
 
 from __future__ import annotations
 
-from urllib.parse import SplitResult, urlsplit
+from collections.abc import Collection
+from urllib.parse import SplitResult, parse_qsl, urlsplit
+
+from tributary.sinks.port import SinkError
 
 
 def redact(url: str | SplitResult, mask: str = "******") -> str:
@@ -14,3 +17,27 @@ def redact(url: str | SplitResult, mask: str = "******") -> str:
         return url if isinstance(url, str) else url.geturl()
     host = parts.netloc.rpartition("@")[2]
     return parts._replace(netloc=f"{parts.username or ''}:{mask}@{host}").geturl()
+
+
+def unknown_options(url: SplitResult, known: Collection[str]) -> str:
+    """What is wrong with ``url``'s query keys that are not in ``known`` ("" if none is): each
+    such key named, and the known ones listed."""
+    keys = [k for k, _ in parse_qsl(url.query, keep_blank_values=True)]
+    unknown = sorted({k for k in keys if k not in known})
+    if not unknown:
+        return ""
+    names = ", ".join(repr(k) for k in unknown)
+    options = "options" if len(unknown) > 1 else "option"
+    takes = f"the known options are {', '.join(sorted(known))}" if known else "it takes no options"
+    return f"unknown {options} {names}; {takes}"
+
+
+def refuse_unknown_options(kind: str, url: SplitResult, known: Collection[str]) -> None:
+    """Raise a SinkError if ``url``'s query holds a key not in ``known`` (an option we do not
+    understand is never silently ignored)::
+
+        sqlite sink URL 'sqlite:///x.db?mode=ro': unknown option 'mode'; it takes no options
+    """
+    problem = unknown_options(url, known)
+    if problem:
+        raise SinkError(f"{kind} sink URL {redact(url)!r}: {problem}")

@@ -5,15 +5,17 @@ transaction); ``range.json`` is written last and atomically (temporary file + re
 reader that finds it finds every row of the range; a directory that held an older attempt is
 emptied first, so a rerun of an export never mixes two attempts. DDLs are refused: a DDL ends a
 range (the caller applies it by streaming after the range). Tables need a primary key, the key
-compaction works on.
+compaction works on. An I/O failure (a full disk above all) is a ``StagingError`` naming the
+staging directory; it is retriable, since the range can be staged again once space returns.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -158,14 +160,24 @@ class _TableBuffer:
         )
 
 
+@contextlib.contextmanager
+def _io(root: Path, what: str) -> Iterator[None]:
+    """An OSError inside (pyarrow's I/O errors are OSErrors too) as a retriable StagingError."""
+    try:
+        yield
+    except OSError as e:
+        raise StagingError(f"staging directory {root}: {what} failed: {e}", retriable=True) from e
+
+
 class StagingWriter:
     """Stage the transactions after ``start_ts`` into ``directory`` (emptied first)."""
 
     def __init__(self, directory: str | Path, start_ts: int, flush_rows: int = FLUSH_ROWS) -> None:
         self.root = Path(directory)
-        if self.root.exists():
-            shutil.rmtree(self.root)
-        self.root.mkdir(parents=True)
+        with _io(self.root, "emptying"):
+            if self.root.exists():
+                shutil.rmtree(self.root)
+            self.root.mkdir(parents=True)
         self.start_ts = start_ts
         self.last_ts = start_ts
         self._flush_rows = flush_rows
@@ -207,7 +219,8 @@ class StagingWriter:
         key = (info.schema, info.table)
         buf = self._tables.get(key)
         if buf is None:
-            buf = self._tables[key] = _TableBuffer(info, self.root)
+            with _io(self.root, f"a directory for {info.qualified}"):
+                buf = self._tables[key] = _TableBuffer(info, self.root)
         elif buf.info is not info and buf.info != info:
             raise StagingError(f"{info.qualified} changed its columns inside one staged range")
         return buf
@@ -218,8 +231,9 @@ class StagingWriter:
         return sum(b.buffered for b in self._tables.values()) >= self._flush_rows
 
     def flush(self) -> None:
-        for buf in self._tables.values():
-            buf.flush()
+        with _io(self.root, "writing Parquet"):
+            for buf in self._tables.values():
+                buf.flush()
 
     def close(self, end_ts: int | None = None) -> RangeInfo:
         """Flush, then write ``range.json`` for ``(start_ts, end_ts]`` (default: the last
@@ -236,11 +250,12 @@ class StagingWriter:
             tuple(b.staged() for b in self._tables.values()),
         )
         tmp = self.root / (RANGE_FILE + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(info.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.root / RANGE_FILE)
+        with _io(self.root, f"writing {RANGE_FILE}"):
+            with open(tmp, "w") as f:
+                f.write(info.to_json())
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.root / RANGE_FILE)
         log.info(
             "staged (%d, %d]: %d row changes of %d transactions in %d tables",
             self.start_ts,

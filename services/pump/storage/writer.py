@@ -21,7 +21,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from services.pump.storage.errors import StorageClosed, StorageError, from_os_error
+from services.pump.storage.errors import (
+    StorageClosed,
+    StorageError,
+    from_os_error,
+    from_sqlite_error,
+)
 from services.pump.storage.index import Index, IndexRow
 from services.pump.storage.segment import Pointer
 from services.pump.storage.settings import StorageSettings
@@ -177,7 +182,7 @@ class GroupWriter:
         except (sqlite3.Error, OSError) as e:
             self._stats.error_count["index"] += 1
             log.error("index transaction for %d binlogs failed: %s", len(items), e)
-            error = StorageError(f"index write failed: {e}", retriable=True)
+            error = from_sqlite_error("index write failed", e)
         try:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._executor, self._vlog.rollback, appended)

@@ -13,6 +13,7 @@ from urllib.parse import SplitResult
 
 from tributary.change import Txn
 from tributary.sinks.port import SinkError, SinkOptions, pending
+from tributary.sinks.urls import refuse_unknown_options
 
 
 class BlackholeSink:
@@ -53,4 +54,5 @@ class BlackholeSink:
 
 async def open_url(url: SplitResult, options: SinkOptions) -> BlackholeSink:
     """The ``blackhole://`` opener for ``sinks.schemes``."""
+    refuse_unknown_options("blackhole", url, ())
     return BlackholeSink(safe_mode=options.safe_mode)

@@ -48,6 +48,7 @@ from tributary.sinks.file.binlogfile import (
     list_segments,
 )
 from tributary.sinks.port import SinkError, SinkOptions, pending
+from tributary.sinks.urls import refuse_unknown_options
 
 log = logging.getLogger(__name__)
 
@@ -248,11 +249,8 @@ def _recover(directory: Path, writer: SegmentWriter) -> Savepoint:
 
 
 def _options(url: SplitResult) -> tuple[int, float]:
-    known = {"segment-size", "retention-time"}
+    refuse_unknown_options("file", url, ("segment-size", "retention-time"))
     query = dict(parse_qsl(url.query, keep_blank_values=True))
-    unknown = sorted(set(query) - known)
-    if unknown:
-        raise SinkError(f"file sink URL: unknown options {unknown}; known: {sorted(known)}")
     try:
         size = parse_byte_size(query.get("segment-size", DEFAULT_SEGMENT_SIZE))
         days = float(query.get("retention-time", 0))

@@ -20,6 +20,7 @@ from urllib.parse import SplitResult
 
 from tributary.change import Row, RowKind, Txn
 from tributary.sinks.port import SinkError, SinkOptions, pending
+from tributary.sinks.urls import refuse_unknown_options
 
 
 def _row(values: Row) -> str:
@@ -73,4 +74,5 @@ class PrintSink:
 
 async def open_url(url: SplitResult, options: SinkOptions) -> PrintSink:
     """The ``print://`` opener for ``sinks.schemes``."""
+    refuse_unknown_options("print", url, ())
     return PrintSink(safe_mode=options.safe_mode)

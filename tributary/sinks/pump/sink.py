@@ -34,6 +34,7 @@ from tributary.sinks.port import SinkError, SinkOptions, pending
 from tributary.sinks.pump.catalog import PumpCatalog
 from tributary.sinks.pump.rows import BinlogWriter
 from tributary.sinks.pump.write import TxnWriter
+from tributary.sinks.urls import unknown_options
 from tributary.telemetry.tls import TlsError, client_context
 from tributary.tso.client import Tso
 from tributary.tso.cluster import discover
@@ -127,7 +128,7 @@ _KNOWN = {"name", "cluster-id", "ssl-ca", "ssl-cert", "ssl-key"}
 def parse_url(url: SplitResult) -> PumpSinkUrl:
     """The parts of a ``pump://`` URL; a SinkError names every problem."""
     query = dict(parse_qsl(url.query, keep_blank_values=True))
-    problems = [f"unknown option {k!r}" for k in sorted(set(query) - _KNOWN)]
+    problems = [p for p in (unknown_options(url, _KNOWN),) if p]
     endpoints = tuple(f"http://{e.strip()}" for e in url.netloc.split(",") if e.strip())
     if not endpoints:
         problems.append("no etcd endpoint (pump://HOST:PORT[,HOST:PORT]/?name=X)")

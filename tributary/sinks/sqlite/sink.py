@@ -33,6 +33,7 @@ from tributary.sinks.checkpoint import (
 )
 from tributary.sinks.port import SinkError, SinkOptions, UnsupportedDdl, pending
 from tributary.sinks.sqlite.ddl import DropColumn, DropSchema, Step, translate
+from tributary.sinks.urls import refuse_unknown_options
 from tributary.sql import SQLITE, Statement, quote, row_statements, sqlite_name
 
 log = logging.getLogger(__name__)
@@ -216,4 +217,5 @@ async def open_url(url: SplitResult, options: SinkOptions) -> SqliteSink:
     path = url.netloc + url.path
     if not path:
         raise SinkError(f"sqlite sink URL has no path: {url.geturl()!r}")
+    refuse_unknown_options("sqlite", url, ())
     return await SqliteSink.open(path, cluster_id=options.cluster_id, safe_mode=options.safe_mode)
