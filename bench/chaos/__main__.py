@@ -47,6 +47,11 @@ def parse(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]:
         help=f"comma-separated subset of {','.join(VICTIMS)}",
     )
     ap.add_argument(
+        "--sink-query",
+        default=defaults.sink_query,
+        help="the drainer's MySQL sink options (consistent=false: what consistent mode prevents)",
+    )
+    ap.add_argument(
         "--work-dir", type=Path, default=None, help="kept afterwards (default: a temp dir)"
     )
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -57,14 +62,15 @@ def parse(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]:
         ap.error(f"--victims: unknown {sorted(unknown)}; choose from {','.join(VICTIMS)}")
     seed = args.seed if args.seed is not None else int(time.time() * 1000) % 1_000_000
     opts = Options(
-        args.cycles,
-        seed,
-        args.load_seconds,
-        args.accounts,
-        args.bank_rate,
-        args.mixed_rate,
-        args.writers,
-        victims,
+        cycles=args.cycles,
+        seed=seed,
+        load_seconds=args.load_seconds,
+        accounts=args.accounts,
+        bank_rate=args.bank_rate,
+        mixed_rate=args.mixed_rate,
+        writers=args.writers,
+        victims=victims,
+        sink_query=args.sink_query,
     )
     return opts, args
 

@@ -48,6 +48,7 @@ class Options:
     mixed_rate: float = 8.0  # mixed steps per second; 0: no mixed workload
     writers: int = 4
     victims: tuple[str, ...] = VICTIMS
+    sink_query: str = "consistent=true"  # the MySQL sink's options (docs/drainer.md)
 
 
 @dataclass
@@ -79,7 +80,7 @@ class Load:
 
 
 @contextlib.asynccontextmanager
-async def world(work: Path) -> AsyncIterator[World]:
+async def world(work: Path, sink_query: str) -> AsyncIterator[World]:
     template = await asyncio.to_thread(make_template, work / "mariadb-template")
     up = new_server(template, work / "mariadb-upstream")
     down = new_server(template, work / "mariadb-downstream")
@@ -87,7 +88,7 @@ async def world(work: Path) -> AsyncIterator[World]:
     try:
         await asyncio.gather(asyncio.to_thread(up.start), asyncio.to_thread(down.start))
         async with running_pipeline(work / "cluster", pumps=3, etcd_members=3) as pipe:
-            sink = f"{down.dsn()}?consistent=true"
+            sink = f"{down.dsn()}?{sink_query}"
             await pipe.cluster.start_drainer(sink)
             yield World(pipe.cluster, down, pipe.kv, sink, up, pipe)
     finally:
@@ -99,7 +100,10 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
     rng = random.Random(opts.seed)
     deck = Deck(rng, opts.victims)
     figures = Figures()
-    async with world(work) as w, open_upstream(w.upstream_server.dsn(), writers=16) as upstream:
+    async with (
+        world(work, opts.sink_query) as w,
+        open_upstream(w.upstream_server.dsn(), writers=16) as upstream,
+    ):
         loads = [
             Load(
                 *await _setup(w, upstream, Bank("bank", accounts=opts.accounts)),
@@ -182,6 +186,7 @@ async def _cycle(
         back = time.monotonic()
         recovered.append(asyncio.create_task(_recovery(w, back), name="chaos-recovery"))
 
+    what = f"cycle {cycle} ({plan.kind})"
     try:
         await asyncio.sleep(plan.at)
         victim = await inject(w, plan, returned)
@@ -190,13 +195,19 @@ async def _cycle(
             {"cycle": cycle, "kind": plan.kind, "victim": victim, "at": plan.at, "hold": plan.hold}
         )
         await asyncio.sleep(max(1.0, opts.load_seconds - (time.monotonic() - began)))
+    except Exception as e:  # the victim did not come back: a finding, and the end of the run
+        log.exception("%s: the fault went wrong", what)
+        figures.violations.append(f"{what}: could not hit or bring back the victim: {e!r}")
+        for task in recovered:
+            task.cancel()
+        return False
     finally:
         stop.set()
         results = await asyncio.gather(*writers, return_exceptions=True)
     for r in results:
         if isinstance(r, BaseException):
-            figures.violations.append(f"cycle {cycle} ({plan.kind}): the load failed: {r!r}")
-    ok = await _settle(w, loads, figures, f"cycle {cycle} ({plan.kind})")
+            figures.violations.append(f"{what}: the load failed: {r!r}")
+    ok = await _settle(w, loads, figures, what)
     for task in recovered:
         try:
             async with asyncio.timeout(CATCH_UP):
