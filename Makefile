@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint type proto fmt clean k8s-up k8s-down
+.PHONY: demo test bench chaos lint type proto fmt clean k8s-up k8s-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do $(BIN)/python -m bench.$$(basename $$b .py) || exit 1; done
+
+# The whole pipeline under random faults (docs/chaos.md); CHAOS_ARGS="--cycles 100 --seed 7".
+CHAOS_ARGS ?= --cycles 20
+
+chaos: $(STAMP)
+	$(BIN)/python -m bench.chaos $(CHAOS_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/tox -q -e lint

@@ -2,7 +2,8 @@
 
 Layout under the data dir (wiped at start, only if it is the demo's own):
 ``etcd/``, ``etcd.log``, ``pump-1/``, ``pump-1.log``, ..., ``drainer/``,
-``drainer.log`` and ``demo.pids``. Each pump embeds a TSO member; the first to
+``drainer.log`` and ``demo.pids`` (a multi-member etcd, as the chaos harness runs: ``etcd-1/``,
+``etcd-1.log``, ...). Each pump embeds a TSO member; the first to
 win the election serves timestamps. A pump's or drainer's HTTP API is on its
 gRPC port (tidb-binlog's layout, binlogctl's default). Benchmarks and end-to-end tests use the
 same class to run real processes.
@@ -21,7 +22,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import aiohttp
@@ -70,13 +71,23 @@ def prepare_data_dir(root: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class Etcd:
+    """An etcd member; the first one of the cluster also lists every member (``members``)."""
+
     child: Child
     client_port: int
     data_dir: Path
+    name: str = "demo"
+    argv: tuple[str, ...] = ()
+    members: tuple[Etcd, ...] = ()  # a cluster's every member (first = this one); else ()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.client_port}"
+
+    @property
+    def urls(self) -> list[str]:
+        """Every member's client URL (the ``--pd-urls`` of pumps and drainers, joined by ",")."""
+        return [m.url for m in self.members] or [self.url]
 
 
 @dataclass(frozen=True)
@@ -129,21 +140,44 @@ class DemoCluster:
             if self._http is not None:
                 await self._http.close()
 
-    async def start_etcd(self) -> Etcd:
-        client, peer = free_port(), free_port()
-        data = self.root / "etcd"
-        c, p = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
-        argv = [
-            etcd_binary(),
-            *("--name", "demo", "--data-dir", str(data)),
-            *("--listen-client-urls", c, "--advertise-client-urls", c),
-            *("--listen-peer-urls", p, "--initial-advertise-peer-urls", p),
-            *("--initial-cluster", f"demo={p}", "--log-level", "warn"),
-        ]
-        child = self._supervisor.start("etcd", argv, self.root / "etcd.log")
-        self.etcd = Etcd(child, client, data)
-        await self._wait_ready(child, f"{c}/health")
+    async def start_etcd(self, members: int = 1) -> Etcd:
+        """Start etcd: one member named ``demo`` (data in ``etcd/``), or a cluster of
+        ``members`` named ``etcd-1``, ... (data in ``etcd-1/``, ...); the first member."""
+        names = ["demo"] if members == 1 else [f"etcd-{i}" for i in range(1, members + 1)]
+        ports = [(free_port(), free_port()) for _ in names]
+        peers = ",".join(
+            f"{n}=http://127.0.0.1:{p}" for n, (_, p) in zip(names, ports, strict=True)
+        )
+        started = []
+        for name, (client, peer) in zip(names, ports, strict=True):
+            data = self.root / ("etcd" if members == 1 else name)
+            c, p = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
+            argv = (
+                etcd_binary(),
+                *("--name", name, "--data-dir", str(data)),
+                *("--listen-client-urls", c, "--advertise-client-urls", c),
+                *("--listen-peer-urls", p, "--initial-advertise-peer-urls", p),
+                *("--initial-cluster", peers, "--log-level", "warn"),
+            )
+            log_name = "etcd" if members == 1 else name
+            child = self._supervisor.start(log_name, argv, self.root / f"{log_name}.log")
+            started.append(Etcd(child, client, data, name, argv))
+        self.etcd = replace(started[0], members=tuple(started) if members > 1 else ())
+        await asyncio.gather(*(self._wait_ready(m.child, f"{m.url}/health") for m in started))
         return self.etcd
+
+    async def restart_etcd_member(self, member: Etcd) -> Etcd:
+        """Start a member of a multi-member etcd again (same name, ports, data) once it exited."""
+        if member.child.running:
+            raise DemoError(f"{member.name} is still running")
+        assert self.etcd is not None
+        log_name = member.child.name
+        child = self._supervisor.start(log_name, member.argv, self.root / f"{log_name}.log")
+        again = Etcd(child, member.client_port, member.data_dir, member.name, member.argv)
+        members = tuple(again if m.name == member.name else m for m in self.etcd.members)
+        self.etcd = replace(members[0], members=members)
+        await self._wait_ready(child, f"{again.url}/health")
+        return again
 
     async def start_pumps(self, count: int) -> list[PumpNode]:
         """Start ``count`` pumps at once and wait until each answers ``/ready``."""
@@ -151,7 +185,7 @@ class DemoCluster:
             raise DemoError("start etcd before the pumps")
         first = len(self.pumps) + 1  # a later call adds pump-3, pump-4, ...
         names = [f"pump-{i}" for i in range(first, first + count)]
-        started = [self._start_pump(name, self.etcd.url) for name in names]
+        started = [self._start_pump(name, ",".join(self.etcd.urls)) for name in names]
         self.pumps.extend(started)
         await asyncio.gather(*(self._wait_ready(p.child, f"{p.status_url}/ready") for p in started))
         return started
@@ -161,7 +195,7 @@ class DemoCluster:
         if pump.child.running:
             raise DemoError(f"{pump.name} is still running")
         assert self.etcd is not None
-        again = self._start_pump(pump.name, self.etcd.url)
+        again = self._start_pump(pump.name, ",".join(self.etcd.urls))
         self.pumps[self.pumps.index(pump)] = again
         await self._wait_ready(again.child, f"{again.status_url}/ready")
         return again
@@ -184,7 +218,7 @@ class DemoCluster:
             sys.executable,
             *("-m", "services.drainer"),
             *("--addr", f"127.0.0.1:{port}"),
-            *("--data-dir", str(data), "--pd-urls", self.etcd.url, "--node-id", name),
+            *("--data-dir", str(data), "--pd-urls", ",".join(self.etcd.urls), "--node-id", name),
             *("--syncer-sink-uri", sink_uri),
             *extra,
         ]
@@ -237,5 +271,7 @@ class DemoCluster:
             results = await asyncio.gather(*(c.stop(PUMP_STOP_TIMEOUT) for c in group))
             codes |= {c.name: code for c, code in zip(group, results, strict=True)}
         if self.etcd is not None:
-            codes["etcd"] = await self.etcd.child.stop(ETCD_STOP_TIMEOUT)
+            etcds = [m.child for m in self.etcd.members] or [self.etcd.child]
+            results = await asyncio.gather(*(c.stop(ETCD_STOP_TIMEOUT) for c in etcds))
+            codes |= {c.name: code for c, code in zip(etcds, results, strict=True)}
         return codes

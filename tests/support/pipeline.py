@@ -43,14 +43,16 @@ class Pipeline:
 
 
 @asynccontextmanager
-async def running_pipeline(root: Path, pumps: int = 2) -> AsyncIterator[Pipeline]:
-    """Everything under ``root`` (an existing directory)."""
+async def running_pipeline(
+    root: Path, pumps: int = 2, etcd_members: int = 1
+) -> AsyncIterator[Pipeline]:
+    """Everything under ``root`` (an existing directory); etcd with ``etcd_members`` members."""
     supervisor = Supervisor(root)
     try:
         async with DemoCluster(root, supervisor) as cluster:
-            etcd = await cluster.start_etcd()
+            etcd = await cluster.start_etcd(etcd_members)
             await cluster.start_pumps(pumps)
-            async with EtcdKv.connect([etcd.url]) as kv:
+            async with EtcdKv.connect(etcd.urls) as kv:
                 cluster_id = await read_cluster_id(kv)
                 assert cluster_id is not None
                 async with (

@@ -1,0 +1,149 @@
+"""The faults: which victim, which action, when, for how long; and doing it.
+
+A ``Plan`` is drawn from the run's ``random.Random`` before the cycle starts, so a seed replays
+the same sequence of plans. Victims (dealt from a shuffled deck, each once per round): a pump
+(by index), the drainer, the downstream MariaDB, the TSO leader (whichever pump leads the
+embedded TSO election when the fault fires) and a member of the 3-member etcd (by index).
+Actions: ``kill`` (SIGKILL, down for ``hold`` seconds, started again with its data) and ``stop``
+(SIGSTOP for ``hold`` seconds, then SIGCONT; long enough, past the 3 s TSO lease, for a stopped
+leader to be replaced while it sleeps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import signal
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from services.demo.cluster import DemoCluster, PumpNode
+from tests.support.mariadb import MariaDBServer
+from tributary.coord.election import current_leader
+from tributary.coord.kv import Kv
+from tributary.tso.keys import LEADER_PREFIX
+
+log = logging.getLogger(__name__)
+
+VICTIMS = ("pump", "drainer", "downstream", "tso_leader", "etcd")
+ACTIONS = ("kill", "stop")
+KILL_HOLD = (0.2, 2.0)  # seconds a killed victim stays down
+STOP_HOLD = (1.0, 5.0)  # seconds a stopped victim stays frozen
+
+
+@dataclass(frozen=True)
+class Plan:
+    victim: str  # one of VICTIMS
+    action: str  # one of ACTIONS
+    at: float  # seconds into the cycle's load
+    hold: float  # seconds down or frozen
+    index: int = 0  # which pump (victim "pump") or etcd member (victim "etcd")
+
+    @property
+    def kind(self) -> str:
+        return f"{self.victim}_{self.action}"
+
+
+class Deck:
+    """Victims in a random order, each once per round (reshuffled): a short run meets them all."""
+
+    def __init__(self, rng: random.Random, victims: tuple[str, ...] = VICTIMS) -> None:
+        self._rng = rng
+        self._victims = victims
+        self._left: list[str] = []
+
+    def next(self) -> str:
+        if not self._left:
+            self._left = list(self._victims)
+            self._rng.shuffle(self._left)
+        return self._left.pop()
+
+
+def draw(rng: random.Random, load_seconds: float, deck: Deck) -> Plan:
+    victim = deck.next()
+    action = rng.choice(ACTIONS)
+    at = rng.uniform(0.5, max(0.6, load_seconds / 2))
+    hold = rng.uniform(*(KILL_HOLD if action == "kill" else STOP_HOLD))
+    return Plan(victim, action, round(at, 3), round(hold, 3), rng.randrange(3))
+
+
+class World(Protocol):
+    """What a fault needs to reach its victims."""
+
+    cluster: DemoCluster
+    downstream: MariaDBServer
+    kv: Kv
+    sink_url: str
+
+
+Returned = Callable[[], object]
+
+
+async def inject(world: World, plan: Plan, returned: Returned) -> str:
+    """Do ``plan`` now, bring the victim back; the name of the process hit. ``returned`` is
+    called when the fault ends: at SIGCONT, or as a killed victim starts again."""
+    if plan.victim == "downstream":
+        return await _hit_downstream(world.downstream, plan, returned)
+    if plan.victim == "drainer":
+        (drainer,) = world.cluster.drainers
+        await _hit(drainer.child.proc, plan, returned)
+        if plan.action == "kill":
+            await world.cluster.start_drainer(world.sink_url)
+        return drainer.name
+    if plan.victim == "etcd":
+        return await _hit_etcd(world.cluster, plan, returned)
+    pump = await _tso_leader(world) if plan.victim == "tso_leader" else None
+    if pump is None:
+        pump = world.cluster.pumps[plan.index % len(world.cluster.pumps)]
+    await _hit(pump.child.proc, plan, returned)
+    if plan.action == "kill":
+        await world.cluster.restart_pump(pump)
+    return pump.name
+
+
+async def _tso_leader(world: World) -> PumpNode | None:
+    leader = await current_leader(world.kv, LEADER_PREFIX)
+    addr = None if leader is None else leader.value.decode()
+    found = [p for p in world.cluster.pumps if p.addr == addr]
+    if not found:
+        log.warning("no pump leads the TSO (%s); hitting a pump by index", addr)
+    return found[0] if found else None
+
+
+async def _hit(proc: subprocess.Popen[Any], plan: Plan, returned: Returned) -> None:
+    """SIGKILL and reap, or SIGSTOP; wait ``hold``; SIGCONT a stopped one (always)."""
+    log.info("%s of pid %d for %.1f s", plan.kind, proc.pid, plan.hold)
+    if plan.action == "kill":
+        proc.kill()
+        await asyncio.to_thread(proc.wait)
+        await asyncio.sleep(plan.hold)
+        returned()
+        return
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        await asyncio.sleep(plan.hold)
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    returned()
+
+
+async def _hit_etcd(cluster: DemoCluster, plan: Plan, returned: Returned) -> str:
+    assert cluster.etcd is not None
+    members = cluster.etcd.members or (cluster.etcd,)
+    member = members[plan.index % len(members)]
+    await _hit(member.child.proc, plan, returned)
+    if plan.action == "kill":
+        await cluster.restart_etcd_member(member)
+    return member.name
+
+
+async def _hit_downstream(server: MariaDBServer, plan: Plan, returned: Returned) -> str:
+    assert server.proc is not None
+    await _hit(server.proc, plan, returned)
+    if plan.action == "kill":
+        await asyncio.to_thread(server.start)  # crash recovery; blocks until it takes logins
+    return "downstream"
