@@ -11,6 +11,10 @@ drops every transaction at or below its own checkpoint (``sinks.pending``). Exam
 status says ts 100 @ ``bin.1:900``, the sink applied up to 130 before the old capture died;
 the new processor re-reads 110, 120, 130 (same ts), the sink drops them and applies 140 on.
 
+Resolved ts: the source's resolved items (an idle upstream) move ``checkpoint_ts`` and
+``position`` without a sink write; a resume from there is safe because no later transaction
+can get a ts at or below the marker's (``services.capture.source``).
+
 Target ts: transactions after ``target-ts`` are never applied; the first one seen ends the
 run with the checkpoint at ``target-ts`` (``finished``).
 
@@ -79,6 +83,8 @@ class Processor:
         self._options = options
         self.checkpoint_ts = status.checkpoint_ts
         self.position = status.source_position
+        self.resolved_ts = status.checkpoint_ts  # the highest ts read from the source
+        self.last_synced_ts = 0  # commit ts of the last transaction that changed the sink
         self.error: RunningError | None = None
         self.finished = False
         self.applied_txns = 0
@@ -137,6 +143,7 @@ class Processor:
     ) -> None:
         try:
             async for item in stream:
+                self.resolved_ts = max(self.resolved_ts, item.txn.commit_ts)
                 await queue.put(item)
         except Exception as e:  # handed to the applier, which raises it in the processor
             await queue.put(e)
@@ -172,11 +179,16 @@ class Processor:
     async def _commit(self, sink: Sink, batch: list[SourceItem]) -> None:
         if not batch:
             return
-        await sink.apply([i.txn for i in batch])
+        txns = [i.txn for i in batch if not i.resolved]
+        if txns:  # resolved markers move the checkpoint only: nothing to write downstream
+            await sink.apply(txns)
         self.checkpoint_ts = batch[-1].txn.commit_ts
         self.position = batch[-1].position
-        self.applied_txns += len(batch)
-        self.applied_rows += sum(len(i.txn.rows) for i in batch)
+        self.applied_txns += len(txns)
+        self.applied_rows += sum(len(t.rows) for t in txns)
+        changed = [t.commit_ts for t in txns if t.rows or t.ddl is not None]
+        if changed:
+            self.last_synced_ts = changed[-1]
         self.error = None
 
     def _finish(self, target: int) -> None:
