@@ -89,6 +89,7 @@ class Processor:
         self.finished = False
         self.applied_txns = 0
         self.applied_rows = 0
+        self.errors = 0  # errors met since it started (each retried unless fatal)
 
     async def run(self) -> None:
         """Replicate until finished, a non-retriable error, or cancellation."""
@@ -108,6 +109,7 @@ class Processor:
             delay = min(delay * 2, self._options.backoff_max)
 
     def _report(self, e: BaseException, retriable: bool) -> None:
+        self.errors += 1
         log.warning(
             "changefeed %s: %s error: %s", self.feed, "retriable" if retriable else "fatal", e
         )

@@ -84,6 +84,7 @@ def test_status_task_capture_round_trip() -> None:
         "count",
         "error",
         "warning",
+        "last-synced-ts",  # ours
     }
     cap = CaptureInfo("id-1", "127.0.0.1:8300", start_timestamp=5)
     assert set(json.loads(cap.to_json())) == {

@@ -136,6 +136,8 @@ class ReplicaConfig:
     filter_rules: tuple[str, ...] = ("*.*",)
     ignore_txn_start_ts: tuple[int, ...] = ()
     case_sensitive: bool = False
+    synced_check_interval: int = 300  # [synced-status], seconds
+    checkpoint_interval: int = 15
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -281,13 +283,16 @@ class ChangeFeedStatus:
 
 @dataclass(frozen=True, slots=True)
 class TaskPosition:
-    """``{"checkpoint-ts","resolved-ts","count","error","warning"}``; the ts fields are legacy."""
+    """``{"checkpoint-ts","resolved-ts","count","error","warning"}`` (legacy in TiCDC; here the
+    processor's progress: its checkpoint, the highest ts it read, the rows it applied) and ours,
+    ``last-synced-ts``: the commit ts of the last transaction that changed the sink."""
 
     checkpoint_ts: int = 0
     resolved_ts: int = 0
     count: int = 0
     error: RunningError | None = None
     warning: RunningError | None = None
+    last_synced_ts: int = 0
 
     def to_json(self) -> bytes:
         return _dump(
@@ -297,6 +302,7 @@ class TaskPosition:
                 "count": self.count,
                 "error": self.error.to_dict() if self.error else None,
                 "warning": self.warning.to_dict() if self.warning else None,
+                "last-synced-ts": self.last_synced_ts,
             }
         )
 
@@ -309,4 +315,5 @@ class TaskPosition:
             count=int(d.get("count", 0)),
             error=RunningError.from_dict(d.get("error")),
             warning=RunningError.from_dict(d.get("warning")),
+            last_synced_ts=int(d.get("last-synced-ts", 0)),
         )
