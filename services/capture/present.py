@@ -47,12 +47,23 @@ def _error(e: RunningError | None) -> dict[str, object] | None:
     return {"time": e.time, "addr": e.addr, "code": e.code, "message": e.message}
 
 
+def _underscored(d: Mapping[str, object]) -> dict[str, object]:
+    return {k.replace("-", "_"): v for k, v in d.items()}
+
+
 def api_config(c: ReplicaConfig) -> dict[str, object]:
+    """The config with the v2 API's underscored keys (TiCDC's ``ReplicaConfig`` JSON)."""
     return {
+        "memory_quota": c.memory_quota,
         "case_sensitive": c.case_sensitive,
         "filter": {
             "rules": list(c.filter_rules),
             "ignore_txn_start_ts": list(c.ignore_txn_start_ts),
+            "event_filters": [_underscored(r.to_dict()) for r in c.event_filters],
+        },
+        "synced_status": {
+            "synced_check_interval": c.synced_check_interval,
+            "checkpoint_interval": c.checkpoint_interval,
         },
     }
 

@@ -15,6 +15,9 @@ Resolved ts: the source's resolved items (an idle upstream) move ``checkpoint_ts
 ``position`` without a sink write; a resume from there is safe because no later transaction
 can get a ts at or below the marker's (``services.capture.source``).
 
+Event filters (``eventfilter``) drop rows and DDL before the sink; ``memory-quota`` bounds the
+bytes read ahead of the sink (``readahead``).
+
 Target ts: transactions after ``target-ts`` are never applied; the first one seen ends the
 run with the checkpoint at ``target-ts`` (``finished``).
 
@@ -26,12 +29,15 @@ the changefeed failed).
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from services.capture.eventfilter import EventFilter
+from services.capture.readahead import ReadAhead, txn_bytes
 from services.capture.rules import table_filter
 from services.capture.source import ChangeSource, SourceItem
 from tributary.cdc.errors import CaptureError
@@ -122,6 +128,7 @@ class Processor:
         info = self.info
         options = SinkOptions(sink_checkpoint_id(self._cluster, info))
         flt = table_filter(info.config.filter_rules)
+        events = EventFilter(info.config.event_filters)
         async with self._open_sink(info.sink_uri, options) as sink:
             log.info(
                 "changefeed %s: replicating from %s (checkpoint %d) into the sink",
@@ -131,9 +138,12 @@ class Processor:
             )
             async with self._source.open(self.position, self.checkpoint_ts, flt) as stream:
                 queue: Queue = asyncio.Queue(self._options.queue_txns)
-                reader = asyncio.create_task(self._read(stream, queue), name=f"read-{self.feed}")
+                budget = ReadAhead(info.config.memory_quota)
+                sizes: collections.deque[int] = collections.deque()
+                read = self._read(stream, queue, budget, sizes)
+                reader = asyncio.create_task(read, name=f"read-{self.feed}")
                 try:
-                    await self._apply(sink, queue)
+                    await self._apply(sink, queue, events, budget, sizes)
                 finally:
                     reader.cancel()
                     await asyncio.gather(reader, return_exceptions=True)
@@ -142,36 +152,55 @@ class Processor:
         self,
         stream: AsyncIterator[SourceItem],
         queue: Queue,
+        budget: ReadAhead,
+        sizes: collections.deque[int],
     ) -> None:
         try:
             async for item in stream:
+                size = txn_bytes(item.txn)
+                await budget.take(size)
                 self.resolved_ts = max(self.resolved_ts, item.txn.commit_ts)
+                sizes.append(size)
                 await queue.put(item)
         except Exception as e:  # handed to the applier, which raises it in the processor
             await queue.put(e)
             return
         await queue.put(_END)
 
-    async def _apply(self, sink: Sink, queue: Queue) -> None:
+    async def _apply(
+        self,
+        sink: Sink,
+        queue: Queue,
+        events: EventFilter,
+        budget: ReadAhead,
+        sizes: collections.deque[int],
+    ) -> None:
         target = self.info.target_ts
         ignored = frozenset(self.info.config.ignore_txn_start_ts)
         while True:
             batch: list[SourceItem] = []
+            taken = 0
             item = await queue.get()
             while True:
                 if isinstance(item, BaseException):
                     raise item
                 if not isinstance(item, SourceItem):
                     raise CaptureError("the upstream source ended", retriable=True)
+                taken += sizes.popleft()
                 if target and item.txn.commit_ts > target:
                     await self._commit(sink, batch)
                     self._finish(target)
                     return
-                batch.append(self._skip(item) if item.txn.start_ts in ignored else item)
+                if item.txn.start_ts in ignored:
+                    item = self._skip(item)
+                elif events and not item.resolved:
+                    item = replace(item, txn=events.apply(item.txn))
+                batch.append(item)
                 if len(batch) >= self._options.batch_txns or queue.empty():
                     break
                 item = queue.get_nowait()
             await self._commit(sink, batch)
+            await budget.give(taken)
 
     @staticmethod
     def _skip(item: SourceItem) -> SourceItem:
