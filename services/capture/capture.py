@@ -63,6 +63,7 @@ class Capture:
         self.manager: ProcessorManager | None = None
         self._election: Election | None = None
         self._lease: Lease | None = None
+        self.owner: Owner | None = None  # the owner reactor while this capture owns
 
     @property
     def id(self) -> str:
@@ -176,10 +177,11 @@ class Capture:
 
     async def _own(self, election: Election, epoch: int) -> None:
         log.info("capture %s is the owner (epoch %d)", self.id, epoch)
+        self.owner = Owner(self.keys, self.id, epoch)
         worker = EtcdWorker(
             self.kv,
             self.keys,
-            Owner(self.keys, self.id, epoch),
+            self.owner,
             guards=lambda: [election.guard()],
             interval=self._owner_interval,
             name=f"owner-worker-{self.id}",
@@ -189,6 +191,7 @@ class Capture:
         try:
             await asyncio.wait({run, lost}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.owner = None
             for task in (run, lost):
                 task.cancel()
             await asyncio.gather(run, lost, return_exceptions=True)

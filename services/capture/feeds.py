@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from services.capture.errors import BadRequest, FeedExists, FeedNotFound
+from services.capture.eventfilter import EventFilter
 from services.capture.rules import table_filter
 from services.capture.source import ChangeSource
 from services.capture.state import ClusterState, Mirror
@@ -67,6 +68,12 @@ def check_sink(uri: str) -> None:
         raise BadRequest(f"unknown sink {redact(uri)!r}: the known schemes are {known}")
 
 
+def check_config(config: ReplicaConfig) -> None:
+    """BadRequest naming what the processors could not apply (rules, event filters)."""
+    table_filter(config.filter_rules)
+    EventFilter(config.event_filters)
+
+
 class Feeds:
     """Changefeed operations of one cluster."""
 
@@ -92,7 +99,7 @@ class Feeds:
             if not valid_id(name):
                 raise BadRequest(f"bad {what} {name!r}: use letters, digits and inner dashes")
         check_sink(req.sink_uri)
-        table_filter(req.config.filter_rules)
+        check_config(req.config)
         if req.start_ts < 0 or req.target_ts < 0:
             raise BadRequest("start_ts and target_ts must not be negative")
         start_ts = req.start_ts or from_seconds(time.time())
@@ -165,7 +172,7 @@ class Feeds:
         if req.sink_uri is not None:
             check_sink(req.sink_uri)
         if req.config is not None:
-            table_filter(req.config.filter_rules)
+            check_config(req.config)
 
         def fn(info: ChangeFeedInfo) -> ChangeFeedInfo:
             if info.state not in (FeedState.STOPPED, FeedState.FAILED):

@@ -2,6 +2,9 @@
 
 Every capture answers every route. Changefeed writes act through etcd (``feeds.Feeds``: one
 guarded txn each), so nothing is forwarded to the owner; the owner reacts on its next tick.
+``/changefeeds/{id}/status`` and ``/synced`` and ``/processors/{cf}/{capture}`` read the
+processors' figures from their task positions (``present.Progress``); ``/synced`` takes now from
+this capture's clock (TiCDC asks PD; here the ts are the upstream's clock, kept in step by NTP).
 ``POST /api/v2/owner/resign`` deletes the owner's election key (guarded by its revision): the
 owner sees it, steps down and campaigns again behind the others.
 
@@ -12,6 +15,7 @@ or the upstream is unavailable; the body carries ``error_msg`` and ``error_code`
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,10 +23,18 @@ from aiohttp import web
 
 from services.capture.errors import BadRequest, FeedExists, FeedNotFound
 from services.capture.feeds import CreateRequest, Feeds, UpdateRequest
-from services.capture.present import feed_detail, feed_summary
+from services.capture.present import (
+    Progress,
+    feed_detail,
+    feed_status,
+    feed_summary,
+    processor_detail,
+    progress,
+    synced,
+)
 from tributary.cdc.errors import CaptureError
 from tributary.cdc.keys import DEFAULT_NAMESPACE, FeedId
-from tributary.cdc.model import VERSION, ReplicaConfig
+from tributary.cdc.model import VERSION, ChangeFeedInfo, ReplicaConfig
 from tributary.coord.kv import Compare, CompareOp, Delete, KvError
 from tributary.telemetry.http import ApiError, json_response, read_json
 
@@ -103,7 +115,14 @@ def routes(
         info, status = await feeds.get(feed)
         state = await feeds.state()
         view = state.feeds.get(feed)
-        return feed_detail(info, status, sorted(view.tasks) if view else [])
+        tasks = view.tasks if view else {}
+        return feed_detail(info, status, sorted(tasks), progress(status, tasks).resolved_ts)
+
+    async def figures(feed: FeedId) -> tuple[ChangeFeedInfo, Progress]:
+        view = (await feeds.state()).feeds.get(feed)
+        if view is None or view.info is None:
+            raise FeedNotFound(f"changefeed {feed} does not exist")
+        return view.info, progress(view.status, view.tasks)
 
     @r.get("/api/v2/health")
     async def health(_: web.Request) -> web.Response:
@@ -156,6 +175,19 @@ def routes(
         ]
         return json_response({"total": len(items), "items": items})
 
+    @r.get("/api/v2/processors/{id}/{capture}")
+    async def processor(req: web.Request) -> web.Response:
+        feed, capture = _feed(req), req.match_info["capture"]
+        view = (await feeds.state()).feeds.get(feed)
+        task = view.tasks.get(capture) if view is not None else None
+        if task is None:
+            raise ApiError(
+                404,
+                f"changefeed {feed} has no processor on capture {capture}",
+                error_code="CDC:ErrCaptureNotExist",
+            )
+        return json_response(processor_detail(feed.id, feed.namespace, capture, task))
+
     @r.post("/api/v2/changefeeds")
     async def create(req: web.Request) -> web.Response:
         body = _known(await _body(req), _CREATE_KEYS)
@@ -194,6 +226,18 @@ def routes(
     @r.get("/api/v2/changefeeds/{id}")
     async def get(req: web.Request) -> web.Response:
         return json_response(await detail(_feed(req)))
+
+    @r.get("/api/v2/changefeeds/{id}/status")
+    async def feed_status_(req: web.Request) -> web.Response:
+        info, p = await figures(_feed(req))
+        return json_response(feed_status(info, p))
+
+    @r.get("/api/v2/changefeeds/{id}/synced")
+    async def synced_(req: web.Request) -> web.Response:
+        info, p = await figures(_feed(req))
+        c = info.config
+        now_ms = int(time.time() * 1000)
+        return json_response(synced(p, now_ms, c.synced_check_interval, c.checkpoint_interval))
 
     @r.put("/api/v2/changefeeds/{id}")
     async def put(req: web.Request) -> web.Response:

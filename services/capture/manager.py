@@ -9,7 +9,9 @@ runs here: the owner is moving its changefeeds away.
 Progress goes back through patches: the status's ``checkpoint-ts`` and ``source-position``
 (forward only, at most once per ``flush_interval`` per changefeed) guarded by this capture's
 task key and the info key (a processor whose changefeed moved or was removed writes nothing),
-and errors into the task position, from which the owner sets the changefeed's state.
+and the processor's progress (checkpoint, resolved ts, rows applied, last synced ts; at the same
+pace) and errors (at once) into the task position, from which the owner sets the changefeed's
+state and the API and metrics read the figures. Both go in one txn.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from services.capture.processor import Processor
 from services.capture.state import ClusterState, FeedView
 from services.capture.worker import UNCHANGED, Patch, PatchGroup, PatchResult
 from tributary.cdc.keys import FeedId, Keys
-from tributary.cdc.model import ChangeFeedStatus, TaskPosition
+from tributary.cdc.model import ChangeFeedStatus
 
 log = logging.getLogger(__name__)
 
@@ -94,21 +96,27 @@ class ProcessorManager:
         p = run.processor
         task_key = self._keys.task_key(self._capture_id, feed)
         info_key = self._keys.info_key(feed)
-        groups: list[PatchGroup] = []
         task = view.tasks[self._capture_id]
-        if task.error != p.error:
-            error = p.error
-
-            def set_error(old: bytes | None) -> PatchResult:
-                if old is None:
-                    return UNCHANGED
-                return replace(TaskPosition.from_json(old), error=error).to_json()
-
-            groups.append(PatchGroup((Patch(task_key, set_error),), reads=(info_key,)))
         now = self._monotonic()
         due = p.finished or now - run.flushed_at >= self._flush_interval
+        progress = replace(
+            task,
+            error=p.error,
+            checkpoint_ts=p.checkpoint_ts,
+            resolved_ts=p.resolved_ts,
+            count=p.applied_rows,
+            last_synced_ts=max(task.last_synced_ts, p.last_synced_ts),
+        )
+        patches: list[Patch] = []
+        if task.error != p.error or (due and progress != task):
+
+            def set_task(old: bytes | None) -> PatchResult:
+                if old is None:
+                    return UNCHANGED
+                return progress.to_json()
+
+            patches.append(Patch(task_key, set_task))
         if due and p.checkpoint_ts > view.status.checkpoint_ts:
-            run.flushed_at = now
             ts, position = p.checkpoint_ts, p.position
 
             def advance(old: bytes | None) -> PatchResult:
@@ -119,9 +127,12 @@ class ProcessorManager:
                     return UNCHANGED
                 return replace(status, checkpoint_ts=ts, source_position=position).to_json()
 
-            status_key = self._keys.status_key(feed)
-            groups.append(PatchGroup((Patch(status_key, advance),), reads=(task_key, info_key)))
-        return groups
+            patches.append(Patch(self._keys.status_key(feed), advance))
+        if not patches:
+            return []
+        if due:
+            run.flushed_at = now
+        return [PatchGroup(tuple(patches), reads=(task_key, info_key))]
 
     def _stop(self, feed: FeedId) -> None:
         run = self.running.pop(feed)

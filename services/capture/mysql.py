@@ -2,7 +2,9 @@
 
 The upstream is a URL (``mysql://user:pw@host:port/?server-id=N``); position tokens are
 ``mysqlsource.Position`` strings (``file:pos`` or ``file:pos@gtid``). Every ``SourceError``
-leaves as a ``SourceFailure`` with the same ``retriable``.
+leaves as a ``SourceFailure`` with the same ``retriable``. The reader asks for a heartbeat every
+``HEARTBEAT`` seconds and for resolved-ts markers (``mysqlsource.resolved``), so an idle
+changefeed's checkpoint keeps up with the upstream's clock.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from contextlib import asynccontextmanager
 from services.capture.source import SourceFailure, SourceItem
 from tributary.change import TableFilter
 from tributary.sources import mysql as mysqlsource
+
+HEARTBEAT = 1.0  # seconds: how soon an idle changefeed's checkpoint moves (resolved ts)
 
 
 class MysqlChangeSource:
@@ -43,7 +47,9 @@ class MysqlChangeSource:
             position = mysqlsource.Position.parse(start)
         except ValueError as e:
             raise SourceFailure(f"bad source position {start!r}: {e}", retriable=False) from e
-        cfg = dataclasses.replace(self._cfg, filter=table_filter)
+        cfg = dataclasses.replace(
+            self._cfg, filter=table_filter, heartbeat=HEARTBEAT, resolve_idle=True
+        )
         try:
             async with mysqlsource.open_source(cfg, position, last_ts) as stream:
                 yield _items(stream)
@@ -54,6 +60,6 @@ class MysqlChangeSource:
 async def _items(stream: AsyncIterator[mysqlsource.SourceTxn]) -> AsyncIterator[SourceItem]:
     try:
         async for item in stream:
-            yield SourceItem(item.txn, str(item.position))
+            yield SourceItem(item.txn, str(item.position), item.resolved)
     except mysqlsource.SourceError as e:
         raise SourceFailure(f"upstream: {e}", retriable=e.retriable) from e

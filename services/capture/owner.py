@@ -25,9 +25,10 @@ from collections import Counter
 from collections.abc import Sequence
 
 from services.capture.errors import NotOwner
+from services.capture.present import Progress, progress
 from services.capture.state import ClusterState, FeedView
 from services.capture.worker import Patch, PatchFn, PatchGroup, PatchResult
-from tributary.cdc.keys import Keys
+from tributary.cdc.keys import FeedId, Keys
 from tributary.cdc.model import AdminJob, ChangeFeedInfo, FeedState, TaskPosition
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class Owner:
         self._keys = keys
         self._capture_id = capture_id
         self.epoch = epoch
+        # Each changefeed's state and figures as of the last tick (the owner's metrics).
+        self.figures: dict[FeedId, tuple[FeedState, Progress]] = {}
 
     def tick(self, state: ClusterState) -> Sequence[PatchGroup]:
         owner = state.owner
@@ -62,6 +65,11 @@ class Owner:
             for capture in view.tasks
             if capture in state.captures
         )
+        self.figures = {
+            view.feed: (view.info.state, progress(view.status, view.tasks))
+            for view in state.feeds.values()
+            if view.info is not None
+        }
         groups = []
         for view in sorted(state.feeds.values(), key=lambda v: str(v.feed)):
             patches = self._feed(view, state, load)

@@ -11,6 +11,13 @@ drops every transaction at or below its own checkpoint (``sinks.pending``). Exam
 status says ts 100 @ ``bin.1:900``, the sink applied up to 130 before the old capture died;
 the new processor re-reads 110, 120, 130 (same ts), the sink drops them and applies 140 on.
 
+Resolved ts: the source's resolved items (an idle upstream) move ``checkpoint_ts`` and
+``position`` without a sink write; a resume from there is safe because no later transaction
+can get a ts at or below the marker's (``services.capture.source``).
+
+Event filters (``eventfilter``) drop rows and DDL before the sink; ``memory-quota`` bounds the
+bytes read ahead of the sink (``readahead``).
+
 Target ts: transactions after ``target-ts`` are never applied; the first one seen ends the
 run with the checkpoint at ``target-ts`` (``finished``).
 
@@ -22,12 +29,15 @@ the changefeed failed).
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from services.capture.eventfilter import EventFilter
+from services.capture.readahead import ReadAhead, txn_bytes
 from services.capture.rules import table_filter
 from services.capture.source import ChangeSource, SourceItem
 from tributary.cdc.errors import CaptureError
@@ -79,10 +89,13 @@ class Processor:
         self._options = options
         self.checkpoint_ts = status.checkpoint_ts
         self.position = status.source_position
+        self.resolved_ts = status.checkpoint_ts  # the highest ts read from the source
+        self.last_synced_ts = 0  # commit ts of the last transaction that changed the sink
         self.error: RunningError | None = None
         self.finished = False
         self.applied_txns = 0
         self.applied_rows = 0
+        self.errors = 0  # errors met since it started (each retried unless fatal)
 
     async def run(self) -> None:
         """Replicate until finished, a non-retriable error, or cancellation."""
@@ -102,6 +115,7 @@ class Processor:
             delay = min(delay * 2, self._options.backoff_max)
 
     def _report(self, e: BaseException, retriable: bool) -> None:
+        self.errors += 1
         log.warning(
             "changefeed %s: %s error: %s", self.feed, "retriable" if retriable else "fatal", e
         )
@@ -114,6 +128,7 @@ class Processor:
         info = self.info
         options = SinkOptions(sink_checkpoint_id(self._cluster, info))
         flt = table_filter(info.config.filter_rules)
+        events = EventFilter(info.config.event_filters)
         async with self._open_sink(info.sink_uri, options) as sink:
             log.info(
                 "changefeed %s: replicating from %s (checkpoint %d) into the sink",
@@ -123,9 +138,12 @@ class Processor:
             )
             async with self._source.open(self.position, self.checkpoint_ts, flt) as stream:
                 queue: Queue = asyncio.Queue(self._options.queue_txns)
-                reader = asyncio.create_task(self._read(stream, queue), name=f"read-{self.feed}")
+                budget = ReadAhead(info.config.memory_quota)
+                sizes: collections.deque[int] = collections.deque()
+                read = self._read(stream, queue, budget, sizes)
+                reader = asyncio.create_task(read, name=f"read-{self.feed}")
                 try:
-                    await self._apply(sink, queue)
+                    await self._apply(sink, queue, events, budget, sizes)
                 finally:
                     reader.cancel()
                     await asyncio.gather(reader, return_exceptions=True)
@@ -134,35 +152,55 @@ class Processor:
         self,
         stream: AsyncIterator[SourceItem],
         queue: Queue,
+        budget: ReadAhead,
+        sizes: collections.deque[int],
     ) -> None:
         try:
             async for item in stream:
+                size = txn_bytes(item.txn)
+                await budget.take(size)
+                self.resolved_ts = max(self.resolved_ts, item.txn.commit_ts)
+                sizes.append(size)
                 await queue.put(item)
         except Exception as e:  # handed to the applier, which raises it in the processor
             await queue.put(e)
             return
         await queue.put(_END)
 
-    async def _apply(self, sink: Sink, queue: Queue) -> None:
+    async def _apply(
+        self,
+        sink: Sink,
+        queue: Queue,
+        events: EventFilter,
+        budget: ReadAhead,
+        sizes: collections.deque[int],
+    ) -> None:
         target = self.info.target_ts
         ignored = frozenset(self.info.config.ignore_txn_start_ts)
         while True:
             batch: list[SourceItem] = []
+            taken = 0
             item = await queue.get()
             while True:
                 if isinstance(item, BaseException):
                     raise item
                 if not isinstance(item, SourceItem):
                     raise CaptureError("the upstream source ended", retriable=True)
+                taken += sizes.popleft()
                 if target and item.txn.commit_ts > target:
                     await self._commit(sink, batch)
                     self._finish(target)
                     return
-                batch.append(self._skip(item) if item.txn.start_ts in ignored else item)
+                if item.txn.start_ts in ignored:
+                    item = self._skip(item)
+                elif events and not item.resolved:
+                    item = replace(item, txn=events.apply(item.txn))
+                batch.append(item)
                 if len(batch) >= self._options.batch_txns or queue.empty():
                     break
                 item = queue.get_nowait()
             await self._commit(sink, batch)
+            await budget.give(taken)
 
     @staticmethod
     def _skip(item: SourceItem) -> SourceItem:
@@ -172,11 +210,16 @@ class Processor:
     async def _commit(self, sink: Sink, batch: list[SourceItem]) -> None:
         if not batch:
             return
-        await sink.apply([i.txn for i in batch])
+        txns = [i.txn for i in batch if not i.resolved]
+        if txns:  # resolved markers move the checkpoint only: nothing to write downstream
+            await sink.apply(txns)
         self.checkpoint_ts = batch[-1].txn.commit_ts
         self.position = batch[-1].position
-        self.applied_txns += len(batch)
-        self.applied_rows += sum(len(i.txn.rows) for i in batch)
+        self.applied_txns += len(txns)
+        self.applied_rows += sum(len(t.rows) for t in txns)
+        changed = [t.commit_ts for t in txns if t.rows or t.ddl is not None]
+        if changed:
+            self.last_synced_ts = changed[-1]
         self.error = None
 
     def _finish(self, target: int) -> None:

@@ -4,7 +4,9 @@ A ``ChangeSource`` gives the current end of the upstream log as a position token
 stream of whole transactions after a token. Each ``SourceItem`` carries the token to resume
 *after* that transaction; commit ts are assigned by the source deterministically from the log
 (so a replay from the same token and ``last_ts`` yields the same ts), which is what lets sinks
-drop what they already applied. ``services.capture.mysql`` adapts ``mysqlsource`` to it; unit
+drop what they already applied. A resolved item (an empty txn with ``resolved`` set) says no
+later transaction will have a ts at or below its own: the checkpoint may move there without
+writing to the sink. ``services.capture.mysql`` adapts ``mysqlsource`` to it; unit
 tests use an in-memory fake.
 """
 
@@ -27,6 +29,7 @@ class SourceFailure(CaptureError):
 class SourceItem:
     txn: Txn
     position: str  # where to resume after this transaction
+    resolved: bool = False  # a resolved-ts marker: no transaction, nothing to apply
 
 
 class ChangeSource(Protocol):

@@ -250,7 +250,9 @@ async def test_unknown_changefeed_config_keys_are_refused_by_name(
     c.start("c0")
     await _wait_owner(c, 60)
     toml = tmp_path / "cf.toml"
-    toml.write_text('case-sensitive = true\nmemory-quota = 1\n[filter]\nrules = ["shop.*"]\n')
+    toml.write_text(
+        'case-sensitive = true\n[filter]\nrules = ["shop.*"]\n[mounter]\nworker-num = 16\n'
+    )
     out = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-m", "services.capture", "cli", "--server", c.any_server(),
@@ -258,7 +260,7 @@ async def test_unknown_changefeed_config_keys_are_refused_by_name(
         cwd=ROOT, capture_output=True, timeout=60,
     )  # fmt: skip
     assert out.returncode != 0
-    assert "config.memory-quota" in (out.stdout + out.stderr).decode()
+    assert "config.mounter: rows are decoded" in (out.stdout + out.stderr).decode()
     body = {"changefeed_id": "cf-y", "sink_uri": down.dsn(), "sink-uri": "typo"}
     async with (
         aiohttp.ClientSession() as s,

@@ -84,6 +84,7 @@ def test_status_task_capture_round_trip() -> None:
         "count",
         "error",
         "warning",
+        "last-synced-ts",  # ours
     }
     cap = CaptureInfo("id-1", "127.0.0.1:8300", start_timestamp=5)
     assert set(json.loads(cap.to_json())) == {
@@ -127,9 +128,44 @@ def test_a_requested_replica_config_refuses_unknown_keys_by_name() -> None:
 
     ok = {"case-sensitive": True, "filter": {"rules": ["a.*"], "ignore-txn-start-ts": [5]}}
     assert ReplicaConfig.from_dict(ok, strict=True) == ReplicaConfig(("a.*",), (5,), True)
-    with pytest.raises(BadRecord, match=r"'config\.mounter', 'config\.filter\.event-filters'"):
-        ReplicaConfig.from_dict({"mounter": {}, "filter": {"event-filters": []}}, strict=True)
+    with pytest.raises(BadRecord, match=r"config\.mounter: rows are decoded") as e:
+        ReplicaConfig.from_dict({"mounter": {"worker-num": 16}, "colour": 1}, strict=True)
+    assert "unknown changefeed config key 'config.colour'" in str(e.value)
+    with pytest.raises(BadRecord, match=r"config\.filter\.event-filters\[0\]\.matcher"):
+        ReplicaConfig.from_dict({"filter": {"event-filters": [{"ignore-event": []}]}}, strict=True)
     with pytest.raises(BadRecord, match="must be an object"):
         ReplicaConfig.from_dict(["x"], strict=True)
+    with pytest.raises(BadRecord, match="memory-quota must be a positive integer"):
+        ReplicaConfig.from_dict({"memory-quota": "1G"}, strict=True)
     # A record TiCDC wrote into etcd keeps loading: its extra keys are TiCDC's own.
-    assert ReplicaConfig.from_dict({"memory-quota": 1}) == ReplicaConfig()
+    assert ReplicaConfig.from_dict({"memory-quota": 1, "sink": {}}) == ReplicaConfig(memory_quota=1)
+
+
+def test_event_filters_and_synced_status_round_trip() -> None:
+    from tributary.cdc.model import EventFilterRule, ReplicaConfig
+
+    raw = {
+        "memory_quota": 4096,  # the v2 API's underscored spelling
+        "filter": {
+            "rules": ["shop.*"],
+            "event_filters": [
+                {
+                    "matcher": ["shop.orders"],
+                    "ignore_event": ["delete"],
+                    "ignore_sql": ["^drop"],
+                    "ignore_insert_value_expr": "price > 10",
+                }
+            ],
+        },
+        "synced-status": {"synced-check-interval": 60, "checkpoint-interval": 5},
+    }
+    config = ReplicaConfig.from_dict(raw, strict=True)
+    assert config.event_filters == (
+        EventFilterRule(("shop.orders",), ("delete",), ("^drop",), "price > 10"),
+    )
+    assert (config.memory_quota, config.synced_check_interval, config.checkpoint_interval) == (
+        4096,
+        60,
+        5,
+    )
+    assert ReplicaConfig.from_dict(config.to_dict(), strict=True) == config

@@ -8,9 +8,11 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.capture.metrics import CaptureMetrics
+from services.capture.present import Progress
 from services.drainer.metrics import DrainerMetrics
 from services.pump.metrics import PumpMetrics
 from tributary.cdc.keys import FeedId
+from tributary.cdc.model import FeedState
 
 
 def families(text: bytes) -> dict[str, Any]:
@@ -60,11 +62,13 @@ def test_drainer_families() -> None:
 
 
 def test_capture_families_follow_the_capture_on_every_scrape() -> None:
-    processor = SimpleNamespace(checkpoint_ts=1005, applied_rows=42)
+    processor = SimpleNamespace(checkpoint_ts=1005, applied_rows=42, resolved_ts=1007, errors=2)
     manager = SimpleNamespace(
         running={FeedId("default", "cf-1"): SimpleNamespace(processor=processor)}
     )
-    capture: Any = SimpleNamespace(is_owner=lambda: True, manager=manager)
+    figures = {FeedId("default", "cf-1"): (FeedState.WARNING, Progress(1003, 1006, 0, 42))}
+    owner = SimpleNamespace(figures=figures)
+    capture: Any = SimpleNamespace(is_owner=lambda: True, manager=manager, owner=owner)
     current: list[Any] = []
     m = CaptureMetrics(lambda: current[0] if current else None)
 
@@ -80,6 +84,14 @@ def test_capture_families_follow_the_capture_on_every_scrape() -> None:
     (rows,) = got["ticdc_processor_applied_rows"].samples
     assert (checkpoint.labels, checkpoint.value) == (labels, 1005.0)
     assert (rows.labels, rows.value) == (labels, 42.0)
+    assert [(s.labels, s.value) for s in got["ticdc_processor_resolved_ts"].samples] == [
+        (labels, 1007.0)
+    ]
+    assert [s.value for s in got["ticdc_processor_exit_with_error_count"].samples] == [2.0]
+    assert [s.value for s in got["ticdc_owner_checkpoint_ts"].samples] == [1003.0]
+    assert [s.value for s in got["ticdc_owner_resolved_ts"].samples] == [1006.0]
+    assert [s.value for s in got["ticdc_owner_status"].samples] == [6.0]  # TiCDC's warning
+    assert [s.labels for s in got["ticdc_owner_checkpoint_ts_lag"].samples] == [labels]
 
     manager.running = {}  # the feed stopped: its series go away
     assert families(m.render())["ticdc_processor_checkpoint_ts"].samples == []

@@ -16,9 +16,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from tributary.cdc.errors import BadRecord
+from tributary.cdc.replica import EventFilterRule, ReplicaConfig
+
+__all__ = ["EventFilterRule", "ReplicaConfig"]  # re-exported: the config lives in cdc.replica
 
 VERSION = "v8.1.0-tributary"
 
@@ -130,59 +133,6 @@ class CaptureInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class ReplicaConfig:
-    """The part of TiCDC's replica config this cluster honours: ``[filter]`` rules."""
-
-    filter_rules: tuple[str, ...] = ("*.*",)
-    ignore_txn_start_ts: tuple[int, ...] = ()
-    case_sensitive: bool = False
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "case-sensitive": self.case_sensitive,
-            "filter": {
-                "rules": list(self.filter_rules),
-                "ignore-txn-start-ts": list(self.ignore_txn_start_ts),
-            },
-        }
-
-    KEYS: ClassVar[frozenset[str]] = frozenset({"filter", "case-sensitive", "case_sensitive"})
-    FILTER_KEYS: ClassVar[frozenset[str]] = frozenset(
-        {"rules", "ignore-txn-start-ts", "ignore_txn_start_ts"}
-    )
-
-    @classmethod
-    def from_dict(cls, data: object, *, strict: bool = False) -> ReplicaConfig:
-        """``strict`` (a user's request): a key this capture does not apply is refused by name
-        rather than ignored. Records read back from etcd are not strict: TiCDC writes keys of
-        its own (memory-quota, sink, ...) into the records it owns."""
-        if not isinstance(data, dict):
-            if strict and data is not None:
-                raise BadRecord("config must be an object")
-            return cls()
-        flt = data.get("filter") or {}
-        if not isinstance(flt, dict):
-            raise BadRecord("config.filter must be an object")
-        if strict:
-            unknown = [f"config.{k}" for k in data if k not in cls.KEYS]
-            unknown += [f"config.filter.{k}" for k in flt if k not in cls.FILTER_KEYS]
-            if unknown:
-                raise BadRecord(
-                    f"unknown changefeed config key{'s' if len(unknown) > 1 else ''} "
-                    f"{', '.join(map(repr, unknown))}: supported are config.case-sensitive, "
-                    "config.filter.rules and config.filter.ignore-txn-start-ts"
-                )
-        rules = flt.get("rules", ["*.*"])
-        ignore = flt.get("ignore-txn-start-ts", flt.get("ignore_txn_start_ts", []))
-        if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
-            raise BadRecord("config.filter.rules must be a list of strings")
-        if not isinstance(ignore, list) or not all(isinstance(t, int) for t in ignore):
-            raise BadRecord("config.filter.ignore-txn-start-ts must be a list of integers")
-        case = data.get("case-sensitive", data.get("case_sensitive", False))
-        return cls(tuple(rules), tuple(ignore), bool(case))
-
-
-@dataclass(frozen=True, slots=True)
 class ChangeFeedInfo:
     namespace: str
     changefeed_id: str
@@ -281,13 +231,16 @@ class ChangeFeedStatus:
 
 @dataclass(frozen=True, slots=True)
 class TaskPosition:
-    """``{"checkpoint-ts","resolved-ts","count","error","warning"}``; the ts fields are legacy."""
+    """``{"checkpoint-ts","resolved-ts","count","error","warning"}`` (legacy in TiCDC; here the
+    processor's progress: its checkpoint, the highest ts it read, the rows it applied) and ours,
+    ``last-synced-ts``: the commit ts of the last transaction that changed the sink."""
 
     checkpoint_ts: int = 0
     resolved_ts: int = 0
     count: int = 0
     error: RunningError | None = None
     warning: RunningError | None = None
+    last_synced_ts: int = 0
 
     def to_json(self) -> bytes:
         return _dump(
@@ -297,6 +250,7 @@ class TaskPosition:
                 "count": self.count,
                 "error": self.error.to_dict() if self.error else None,
                 "warning": self.warning.to_dict() if self.warning else None,
+                "last-synced-ts": self.last_synced_ts,
             }
         )
 
@@ -309,4 +263,5 @@ class TaskPosition:
             count=int(d.get("count", 0)),
             error=RunningError.from_dict(d.get("error")),
             warning=RunningError.from_dict(d.get("warning")),
+            last_synced_ts=int(d.get("last-synced-ts", 0)),
         )

@@ -47,6 +47,7 @@ _SKIP_IN_TXN = ("SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO")
 class SourceTxn:
     txn: Txn
     position: Position  # where to resume AFTER this transaction
+    resolved: bool = False  # a resolved-ts marker (``resolved``), not a binlog transaction
 
 
 class Assembler:
@@ -73,6 +74,15 @@ class Assembler:
         self._rows: list[RowChange] = []
         self._tables: dict[int, CompiledTable | None] = {}
         self.events = 0
+        self.heard: Position | None = None  # where the last unanswered heartbeat says we are
+
+    @property
+    def in_txn(self) -> bool:
+        return self._in_txn
+
+    @property
+    def position(self) -> Position:
+        return Position(self.file, self.pos, self.gtid)
 
     def feed(self, raw: bytes) -> SourceTxn | None:
         """One raw event; a truncated or garbled one is a ``MalformedEvent`` naming it."""
@@ -87,6 +97,9 @@ class Assembler:
     def _feed(self, raw: bytes) -> SourceTxn | None:
         self.events += 1
         tp = raw[4]
+        if tp == ev.HEARTBEAT_EVENT or tp == ev.HEARTBEAT_V2_EVENT:
+            self.heard = ev.heartbeat_position(raw, self._checksum) or self.position
+            return None
         if tp == ev.FORMAT_DESCRIPTION_EVENT:
             self._fde = ev.parse_format_description(raw)
             self._checksum = self._fde.checksum
@@ -96,8 +109,6 @@ class Assembler:
         if tp == ev.ROTATE_EVENT:
             self.file, self.pos = ev.parse_rotate(event)
             self._tables.clear()
-            return None
-        if tp == ev.HEARTBEAT_EVENT or tp == ev.HEARTBEAT_V2_EVENT:
             return None
         if log_pos and not event[17] & ev.ARTIFICIAL_FLAG:
             self.pos = log_pos

@@ -4,7 +4,8 @@
 user and password are percent-decoded; the port defaults to 3306; query parameters are
 ``server-id`` (the replica id this reader registers with; distinct from every other replica
 of the server) and ``tz`` (the zone TIMESTAMP values are shown in). Unknown parameters are an
-error, so a typo does not silently fall back to a default.
+error, so a typo does not silently fall back to a default. ``heartbeat`` and ``resolve_idle``
+are chosen by the program that reads (the capture asks for resolved ts, ``resolved``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ class SourceConfig:
     server_id: int = 4242
     filter: TableFilter | None = None
     tz: str = "UTC"
+    heartbeat: float = 5.0  # seconds of binlog silence before the server sends a heartbeat
+    resolve_idle: bool = False  # yield resolved-ts markers while caught up (``resolved``)
 
     @classmethod
     def from_uri(cls, uri: str, *, filter: TableFilter | None = None) -> SourceConfig:

@@ -14,6 +14,7 @@ import zlib
 from dataclasses import dataclass
 
 from tributary.sources.mysql.errors import MalformedEvent
+from tributary.sources.mysql.position import Position
 
 HEADER = 19
 QUERY_EVENT = 2
@@ -97,6 +98,22 @@ def check_crc32(event: bytes) -> bytes:
         _ts, tp, _sid, _size, log_pos = header(event)
         raise MalformedEvent(f"CRC32 mismatch in event type {tp} ending at {log_pos}")
     return body
+
+
+def heartbeat_position(raw: bytes, checksum: bool) -> Position | None:
+    """Where a heartbeat (v1: header log_pos, the file name as body) says the dump stands;
+    None for a v2 heartbeat or a v1 without a name. A heartbeat's CRC32 is dropped when it
+    has a valid one (servers differ in whether they add it)."""
+    if raw[4] != HEARTBEAT_EVENT or len(raw) <= HEADER:
+        return None
+    body = raw[HEADER:]
+    if checksum and len(body) > 4 and zlib.crc32(raw[:-4]) == int.from_bytes(raw[-4:], "little"):
+        body = body[:-4]
+    _ts, _tp, _sid, _size, log_pos = header(raw)
+    name = body.decode("utf-8", "replace")
+    if not name or ":" in name or "@" in name:
+        return None
+    return Position(name, log_pos)
 
 
 @dataclass(frozen=True, slots=True)

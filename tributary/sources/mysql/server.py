@@ -50,10 +50,10 @@ def _error(e: DriverError, what: str) -> SourceError:
     return SourceError(f"{what}: {e}", retriable=retriable)
 
 
-@asynccontextmanager
-async def connect(cfg: SourceConfig) -> AsyncIterator[Any]:
+async def open_connection(cfg: SourceConfig) -> Any:
+    """An autocommit driver connection; SourceError when the server cannot be reached."""
     try:
-        conn = await asyncmy.connect(
+        return await asyncmy.connect(
             host=cfg.host,
             port=cfg.port,
             user=cfg.user,
@@ -65,6 +65,11 @@ async def connect(cfg: SourceConfig) -> AsyncIterator[Any]:
         raise _error(e, f"cannot connect to {cfg.host}:{cfg.port}") from e
     except OSError as e:
         raise SourceError(f"cannot connect to {cfg.host}:{cfg.port}: {e!r}", retriable=True) from e
+
+
+@asynccontextmanager
+async def connect(cfg: SourceConfig) -> AsyncIterator[Any]:
+    conn = await open_connection(cfg)
     try:
         yield conn
     finally:
@@ -151,19 +156,27 @@ async def inspect(cfg: SourceConfig) -> ServerInfo:
     )
 
 
+async def binlog_end(conn: Any) -> Position:
+    """The end of the server's binlog now (with MariaDB's GTID position, when it has one);
+    driver errors pass through."""
+    try:
+        rows = await _rows(conn, "SHOW MASTER STATUS")
+    except DriverError as e:
+        if not (e.args and e.args[0] == _SYNTAX):
+            raise
+        rows = await _rows(conn, "SHOW BINARY LOG STATUS")  # MySQL >= 8.4
+    gtid = await _variable(conn, "gtid_binlog_pos") or ""
+    if not rows:
+        raise ConfigurationError("the server has binary logging off")
+    return Position(str(rows[0][0]), int(rows[0][1]), gtid.replace(" ", ""))
+
+
 async def current_position(cfg: SourceConfig) -> Position:
     """The end of the server's binlog now (with MariaDB's GTID position, when it has one)."""
     async with connect(cfg) as conn:
         try:
-            try:
-                rows = await _rows(conn, "SHOW MASTER STATUS")
-            except DriverError as e:
-                if not (e.args and e.args[0] == _SYNTAX):
-                    raise
-                rows = await _rows(conn, "SHOW BINARY LOG STATUS")  # MySQL >= 8.4
-            gtid = await _variable(conn, "gtid_binlog_pos") or ""
+            return await binlog_end(conn)
         except DriverError as e:
             raise _error(e, "cannot read the binlog position") from e
-    if not rows:
-        raise ConfigurationError(f"{cfg.host}:{cfg.port} has binary logging off")
-    return Position(str(rows[0][0]), int(rows[0][1]), gtid.replace(" ", ""))
+        except ConfigurationError as e:
+            raise ConfigurationError(f"{cfg.host}:{cfg.port}: {e}") from e

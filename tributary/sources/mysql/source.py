@@ -7,6 +7,9 @@ or stored: every transaction's TABLE_MAPs describe its tables (``schema``), so a
 any ``SourceTxn.position`` with that transaction's ``commit_ts`` as ``last_ts`` yields the
 same following transactions with the same timestamps (``timestamps``).
 
+With ``cfg.resolve_idle`` the stream also yields resolved-ts markers while the upstream is idle
+(``resolved``: ``SourceTxn.resolved`` is set, the txn is empty and its ts is safe).
+
 Errors are ``SourceError``: a lost or killed connection is retriable (reopen from the last
 position you kept); a misconfigured server or an event we cannot read is not.
 """
@@ -19,13 +22,14 @@ import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from tributary.change import DEFAULT_IGNORE_DBS, TableFilter
+from tributary.change import DEFAULT_IGNORE_DBS, TableFilter, Txn
 from tributary.sources.mysql import server
 from tributary.sources.mysql.assemble import Assembler, SourceTxn
 from tributary.sources.mysql.config import SourceConfig
 from tributary.sources.mysql.dump import BinlogDump
 from tributary.sources.mysql.errors import MalformedEvent, SourceError
 from tributary.sources.mysql.position import Position
+from tributary.sources.mysql.resolved import UpstreamClock, reached
 from tributary.sources.mysql.schema import SchemaTracker
 from tributary.sources.mysql.temporal import zone
 
@@ -33,11 +37,15 @@ log = logging.getLogger(__name__)
 
 
 class TxnStream:
-    """The transactions of an open dump, in binlog order (an async iterator)."""
+    """The transactions of an open dump, in binlog order (an async iterator); with a clock,
+    resolved-ts markers in between while the reader is caught up (``resolved``)."""
 
-    def __init__(self, dump: BinlogDump, assembler: Assembler) -> None:
+    def __init__(
+        self, dump: BinlogDump, assembler: Assembler, clock: UpstreamClock | None = None
+    ) -> None:
         self._dump = dump
         self._assembler = assembler
+        self._clock = clock
         self._ready: collections.deque[SourceTxn] = collections.deque()
 
     @property
@@ -63,7 +71,29 @@ class TxnStream:
             except (IndexError, ValueError, struct.error) as e:
                 a = self._assembler
                 raise MalformedEvent(f"cannot read the event after {a.file}:{a.pos}: {e!r}") from e
+            if not ready and self._assembler.heard is not None:
+                marker = await self._resolve()
+                if marker is not None:
+                    ready.append(marker)
         return ready.popleft()
+
+    async def _resolve(self) -> SourceTxn | None:
+        """A resolved-ts marker after a heartbeat, when the upstream's snapshot allows one."""
+        a = self._assembler
+        heard, a.heard = a.heard, None
+        if self._clock is None or heard is None or a.in_txn:
+            return None
+        snap = await self._clock.snapshot()
+        if snap is None:
+            return None
+        at = a.position
+        if not (reached(at, snap.end) or reached(heard, snap.end)):
+            return None  # written meanwhile: the transactions will move the ts
+        ts = snap.resolved_ts
+        if ts <= a.last_ts:
+            return None
+        a.last_ts = ts
+        return SourceTxn(Txn(ts, ts - 1), at, resolved=True)
 
 
 def default_filter() -> TableFilter:
@@ -97,8 +127,12 @@ async def open_source(
         cfg.password,
         server_id=cfg.server_id,
         start=start,
+        heartbeat=cfg.heartbeat,
     )
+    clock = UpstreamClock(cfg) if cfg.resolve_idle else None
     try:
-        yield TxnStream(dump, assembler)
+        yield TxnStream(dump, assembler, clock)
     finally:
+        if clock is not None:
+            clock.close()
         await dump.close()
