@@ -11,7 +11,10 @@ Start position: the last applied commit ts is the largest of the sink's checkpoi
 ts (``initial-commit-ts`` when there is neither); reading starts at the row's offset, or, with
 none (a first start, or a row tidb-binlog's arbiter wrote), at the first message above that ts
 found by binary search. Example: the sink says 70, the row (70, 1, offset 11): read from 11,
-in safe mode for 5 minutes because status 1 says the last run did not stop cleanly.
+in safe mode for 5 minutes because status 1 says the last run did not stop cleanly. A topic of
+several partitions (a drainer with ``kafka-partition-by``) is read in all of them, each from its
+first message above the ts found by binary search (the row's offset is kept as -1), and merged
+by commit ts (``merge``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 from aiohttp import web
@@ -30,9 +34,11 @@ from services.arbiter.checkpoint import (
     open_store,
 )
 from services.arbiter.config import ArbiterConfig
+from services.arbiter.errors import MalformedMessage
+from services.arbiter.merge import PartitionMerge
 from services.arbiter.metrics import ArbiterMetrics
 from services.arbiter.reader import PARTITION, TopicReader
-from services.arbiter.syncer import Syncer, decode
+from services.arbiter.syncer import Record, Syncer, decode
 from tributary.errors import TributaryError
 from tributary.net import split_host_port
 from tributary.sinks import Sink, SinkOptions
@@ -54,18 +60,37 @@ def checkpoint_key(topic: str) -> int:
 
 async def start_position(
     reader: TopicReader, saved: ArbiterCheckpoint | None, sink_ts: int | None, initial_ts: int
-) -> tuple[int, int]:
-    """(last applied commit ts, offset of the next message to read)."""
+) -> tuple[int, dict[int, int]]:
+    """(last applied commit ts, offset of the next message to read in each partition). The
+    stored offset serves a topic of one partition; with more, each partition is searched."""
     known = [t for t in (sink_ts, saved.ts if saved else None) if t is not None]
     last = max(known) if known else initial_ts
-    if saved is not None and saved.offset >= 0:
-        return last, saved.offset
-    if last <= 0:
-        return 0, (await reader.bounds())[0]
-    offset = await reader.offset_after(
-        last, lambda o, v: decode(reader.topic, PARTITION, o, v).commit_ts
-    )
-    return last, offset
+    single = reader.partitions == [PARTITION]
+    if single and saved is not None and saved.offset >= 0:
+        return last, {PARTITION: saved.offset}
+    offsets = {}
+    for p in reader.partitions:
+        if last <= 0:
+            offsets[p] = (await reader.bounds(p))[0]
+            continue
+        offsets[p] = await reader.offset_after(last, _ts_in(reader.topic, p), p)
+    return max(last, 0), offsets
+
+
+def _ts_in(topic: str, partition: int) -> Callable[[int, bytes | None], int]:
+    return lambda offset, value: decode(topic, partition, offset, value).commit_ts
+
+
+def commit_ts(topic: str) -> Callable[[Record], int]:
+    """A message's commit ts for the merge (-1 for one that does not decode)."""
+
+    def of(r: Record) -> int:
+        try:
+            return decode(topic, r.partition, r.offset, r.value).commit_ts
+        except MalformedMessage:
+            return -1
+
+    return of
 
 
 async def _safe_mode_window(sink: Sink, stop: asyncio.Event) -> None:
@@ -79,7 +104,7 @@ async def _safe_mode_window(sink: Sink, stop: asyncio.Event) -> None:
         log.info("safe mode off")
 
 
-def _routes(syncer: Syncer, topic: str) -> web.RouteTableDef:
+def _routes(syncer: Syncer, topic: str, syncer_partitions: list[int]) -> web.RouteTableDef:
     routes = web.RouteTableDef()
 
     @routes.get("/status")
@@ -87,7 +112,7 @@ def _routes(syncer: Syncer, topic: str) -> web.RouteTableDef:
         return json_response(
             {
                 "topic": topic,
-                "partition": PARTITION,
+                "partitions": syncer_partitions,
                 "ts": syncer.last_ts,
                 "offset": syncer.next_offset,
             }
@@ -115,31 +140,32 @@ async def serve(cfg: ArbiterConfig, stop: asyncio.Event) -> None:
         sink = await stack.enter_async_context(open_sink(url, options))
         reader = await TopicReader.open(up.brokers, up.topic, up.kafka_max_message_size)
         stack.push_async_callback(reader.close)
-        last_ts, offset = await start_position(
+        last_ts, offsets = await start_position(
             reader, saved, await sink.checkpoint(), up.initial_commit_ts
         )
-        await reader.seek(offset)
+        for p, offset in offsets.items():
+            await reader.seek(offset, p)
+        single = list(offsets) == [PARTITION]
         syncer = Syncer(
-            reader,
+            PartitionMerge(reader, commit_ts(up.topic)),
             sink,
             store,
             last_ts=last_ts,
-            next_offset=offset,
-            partition=PARTITION,
+            next_offset=offsets[PARTITION] if single else -1,
+            partition=PARTITION if single else None,
             skip_malformed=up.skip_malformed,
             observer=metrics,
         )
         await store.save(syncer.checkpoint)
         log.info(
-            "arbiter: topic %s partition %d from offset %d (applied up to ts %d) into %s",
+            "arbiter: topic %s from offsets %s (partition: offset; applied up to ts %d) into %s",
             up.topic,
-            PARTITION,
-            offset,
+            offsets,
             last_ts,
             redact(url),
         )
         host, port = split_host_port(cfg.addr)
-        ops = OpsServer(host, port, _routes(syncer, up.topic), metrics.registry)
+        ops = OpsServer(host, port, _routes(syncer, up.topic, reader.partitions), metrics.registry)
         await stack.enter_async_context(ops)
         try:
             async with asyncio.TaskGroup() as tg:

@@ -1,10 +1,15 @@
-"""The arbiter's loop: messages in offset order -> transactions -> the sink -> the checkpoint.
+"""The arbiter's loop: messages in commit-ts order -> transactions -> the sink -> the checkpoint.
 
-Each round takes the messages that are there (up to ``MAX_BATCH``), decodes them, drops those
-whose commit ts is not above the last one taken (a drainer that resent after a restart repeats
-transactions; tidb-binlog's arbiter skips them the same way), applies the rest as one sink batch
-and then saves ``(ts, status 1, next offset)``. Example: offsets 7..10 hold ts 50 60 60 70 and the
-last applied ts is 50: the batch is [60, 70], the checkpoint becomes (70, 1, 11).
+Each round takes the messages that are there (up to ``MAX_BATCH``, from ``merge``: every
+partition, a whole commit ts at a time), decodes them, joins the parts of one transaction
+(messages with the same commit ts and different contents: the drainer's per-partition or per-row
+messages; a DDL, sent to every partition, is kept once), drops those whose commit ts is not above
+the last one taken (a drainer that resent after a restart repeats transactions; tidb-binlog's
+arbiter skips them the same way), applies the rest as one sink batch and then saves ``(ts,
+status 1, next offset)``; the next offset is kept for a topic of one partition only (with more,
+a start finds each partition's place from the ts). Example: offsets 7..10 of partition 0 hold ts
+50 60 60 70, the second 60 a resend of the first, and the last applied ts is 50: the batch is
+[60, 70], the checkpoint becomes (70, 1, 11).
 
 A message that is not a secondary binlog stops the loop after what came before it is applied and
 checkpointed with the malformed message's offset as the next one, so a restart (once the topic
@@ -19,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from services.arbiter.checkpoint import STATUS_RUNNING, ArbiterCheckpoint, CheckpointStore
@@ -40,6 +45,7 @@ RETRY_FIRST, RETRY_MAX = 0.2, 5.0  # backoff of a retriable sink error, seconds
 class Record:
     offset: int
     value: bytes | None
+    partition: int = 0
 
 
 class Source(Protocol):
@@ -75,7 +81,7 @@ class Syncer:
         *,
         last_ts: int,
         next_offset: int,
-        partition: int = 0,
+        partition: int | None = 0,
         skip_malformed: bool = False,
         observer: Observer | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -85,7 +91,7 @@ class Syncer:
         self._store = store
         self.last_ts = last_ts  # the commit ts of the last transaction applied
         self.next_offset = next_offset  # the offset of the next message to read
-        self._partition = partition
+        self._partition = partition  # None: several partitions, no single next offset
         self._skip = skip_malformed
         self._observer = observer
         self._sleep = sleep
@@ -108,9 +114,10 @@ class Syncer:
         last = self.last_ts
         bad: MalformedMessage | None = None
         end = records[-1].offset + 1
+        taken: set[bytes | None] = set()  # the messages at the ts ``last`` taken in this round
         for r in records:
             try:
-                txn = decode(self._source.topic, self._partition, r.offset, r.value)
+                txn = decode(self._source.topic, r.partition, r.offset, r.value)
             except MalformedMessage as e:
                 if not self._skip:
                     bad, end = e, r.offset
@@ -119,13 +126,26 @@ class Syncer:
                 if self._observer is not None:
                     self._observer.skipped()
                 continue
+            if txns and txn.commit_ts == last and r.value not in taken:
+                taken.add(r.value)  # another part of the same transaction: join it
+                if txn.ddl is None and txns[-1].ddl is None:
+                    txns[-1] = replace(txns[-1], rows=txns[-1].rows + txn.rows)
+                continue  # a DDL is on every partition: once is enough
             if txn.commit_ts <= last:
-                log.info("skip repeated binlog ts %d at offset %d", txn.commit_ts, r.offset)
+                log.info(
+                    "skip repeated binlog ts %d at partition %d offset %d",
+                    txn.commit_ts,
+                    r.partition,
+                    r.offset,
+                )
                 continue
             txns.append(txn)
             last = txn.commit_ts
+            taken = {r.value}
         await self._apply(txns)
-        self.last_ts, self.next_offset = last, end
+        self.last_ts = last
+        if self._partition is not None:
+            self.next_offset = end
         await self._store.save(self.checkpoint)
         if bad is not None:
             raise bad

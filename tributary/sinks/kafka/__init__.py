@@ -2,8 +2,9 @@
 
 ``secondary`` converts transactions to and from the messages; ``sink`` is the ``kafka://`` sink
 (aiokafka, imported only when a Kafka sink is opened: install the ``kafka`` extra). A URL with
-``protocol=canal-json`` opens TiCDC's canal-json sink instead (``canal``, ``canal_sink``;
-``protocols`` dispatches).
+``protocol=canal-json`` opens TiCDC's canal-json sink instead (``canal``, ``canal_sink``),
+``protocol=open-protocol`` TiCDC's Open Protocol (``openproto``, ``open_sink``, with the claim
+check of ``claimcheck``); ``cdc_base`` holds what those two share, ``protocols`` dispatches.
 """
 
 from __future__ import annotations

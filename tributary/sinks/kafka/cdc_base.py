@@ -1,0 +1,321 @@
+"""What TiCDC's Kafka protocols share: the sink URL, topics and partitions, sending, large messages.
+
+URL ``kafka://HOST:PORT[,HOST:PORT]/TOPIC?protocol=P&partition-num=3&replication-factor=1&
+max-message-bytes=10MiB&kafka-version=2.4.0&dispatcher=table&topic-rule={schema}_{table}&
+auto-create-topic=true&ack-timeout=30`` plus, per protocol, ``enable-tidb-extension``
+(canal-json), ``max-batch-size`` (open-protocol) and the large-message keys
+``large-message-handle-option`` (``none``, ``claim-check``) and ``claim-check-storage-uri``
+(``file:///DIR``), which TiCDC reads from ``[sink.kafka-config.large-message-handle]`` of the
+changefeed's config and this sink from its URL.
+
+* ``TOPIC`` (required) is the default topic: DDLs without a table (CREATE DATABASE) and every
+  row when there is no ``topic-rule``; ``topic-rule`` names a table's topic from ``{schema}``
+  and ``{table}``.
+* ``dispatcher``: which partition a row goes to: ``table`` (default; a hash of schema and table:
+  a table's rows stay in order), ``index-value`` (a hash of the primary key, else the first
+  unique key, else every column: a row's changes stay in order), ``ts`` (commit ts modulo the
+  partition count).
+* Topics missing are created (``auto-create-topic``) with ``partition-num`` partitions and
+  ``replication-factor``; an existing topic with fewer than an explicit ``partition-num`` is an
+  error, as in TiCDC.
+* A message over ``max-message-bytes`` is refused with a non-retriable error naming the table,
+  the row's key and the transaction (the changefeed stops there; nothing after it is written),
+  unless ``large-message-handle-option=claim-check`` (open-protocol): then the whole message goes
+  to a file of the claim-check storage and the Kafka message carries its location.
+
+Delivery is at-least-once, as TiCDC's: the checkpoint is the last batch the brokers acknowledged
+in this process (None after a start). Messages go out from an idempotent producer with acks from
+all in-sync replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from dataclasses import dataclass
+from urllib.parse import SplitResult, parse_qsl, unquote
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError, TopicAlreadyExistsError
+
+from tributary.change import RowChange, Txn
+from tributary.settings.parsers import parse_bool, parse_byte_size
+from tributary.sinks.port import SinkError
+
+log = logging.getLogger(__name__)
+
+DISPATCHERS = ("default", "table", "index-value", "ts")
+LARGE_MESSAGE_OPTIONS = ("none", "claim-check")
+DEFAULT_PARTITIONS = 3
+DEFAULT_MAX_MESSAGE_BYTES = 10 << 20
+DEFAULT_MAX_BATCH_SIZE = 16  # TiCDC's max-batch-size: events per open-protocol message
+
+
+class MessageTooLarge(SinkError):
+    """A row whose message exceeds max-message-bytes (not retriable: the row would not fit)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CdcSettings:
+    protocol: str
+    brokers: tuple[str, ...]
+    topic: str
+    topic_rule: str = ""
+    dispatcher: str = "table"
+    partition_num: int = DEFAULT_PARTITIONS
+    partition_num_given: bool = False
+    replication_factor: int = 1
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
+    extension: bool = False
+    auto_create: bool = True
+    ack_timeout: float = 30.0
+    large_message: str = "none"
+    claim_check_uri: str = ""
+
+    def topic_of(self, schema: str, table: str) -> str:
+        if not self.topic_rule or not table:
+            return self.topic
+        return self.topic_rule.replace("{schema}", schema).replace("{table}", table)
+
+
+def _hash(*parts: object) -> int:
+    return zlib.crc32("\x00".join(map(str, parts)).encode("utf-8", "surrogateescape"))
+
+
+def partition_of(s: CdcSettings, change: RowChange, commit_ts: int, count: int) -> int:
+    t = change.table
+    if s.dispatcher == "ts":
+        return commit_ts % count
+    if s.dispatcher == "index-value":
+        row = change.values
+        cols = t.where_columns(row)
+        return _hash(t.schema, t.table, *(row.get(c) for c in cols)) % count
+    return _hash(t.schema, t.table) % count
+
+
+def row_named(row: RowChange | None, txn: Txn | None) -> str:
+    """``the insert of db.t row {'id': 2} in txn 6``: how errors name a row."""
+    what = "a message"
+    if row is not None:
+        key = {c: row.values.get(c) for c in row.table.where_columns(row.values)}
+        what = f"the {row.kind.value} of {row.table.qualified} row {key}"
+    if txn is not None:
+        what += f" in txn {txn.commit_ts}"
+    return what
+
+
+class TopicSink:
+    """Topics, partitions and sending for the TiCDC protocol sinks (subclasses encode)."""
+
+    large_hint = ""  # how else a protocol can send a large message
+
+    def __init__(self, settings: CdcSettings, producer: AIOKafkaProducer, safe_mode: bool):
+        self.settings = settings
+        self.safe_mode = safe_mode
+        self._producer = producer
+        self._partitions: dict[str, int] = {}
+        self._checkpoint: int | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def _name(self) -> str:
+        return f"{self.settings.protocol} sink"
+
+    async def checkpoint(self) -> int | None:
+        return self._checkpoint
+
+    async def _send(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes,
+        txn: Txn | None,
+        row: RowChange | None,
+    ) -> asyncio.Future[object]:
+        size = len(value) + len(key or b"")
+        if size > self.settings.max_message_bytes:
+            raise self.too_large(size, txn, row, None)
+        try:
+            future: asyncio.Future[object] = await self._producer.send(
+                topic, value, key=key, partition=partition
+            )
+        except MessageSizeTooLargeError as e:
+            raise self.too_large(size, txn, row, e) from e
+        except KafkaError as e:
+            raise SinkError(f"{self._name}: cannot send to {topic}: {e!r}", retriable=True) from e
+        return future
+
+    async def _settle(self, futures: list[asyncio.Future[object]]) -> None:
+        if not futures:
+            return
+        done, waiting = await asyncio.wait(futures, timeout=self.settings.ack_timeout)
+        futures.clear()
+        if waiting:
+            raise SinkError(
+                f"{self._name}: {len(waiting)} messages not acknowledged within "
+                f"{self.settings.ack_timeout:g} s",
+                retriable=True,
+            )
+        for f in done:
+            error = f.exception()
+            if isinstance(error, MessageSizeTooLargeError):
+                raise MessageTooLarge(f"{self._name}: a message over the broker's limit: {error!r}")
+            if error is not None:
+                raise SinkError(
+                    f"{self._name}: a message was not delivered: {error!r}", retriable=True
+                ) from error
+
+    def too_large(
+        self, size: int, txn: Txn | None, row: RowChange | None, e: BaseException | None
+    ) -> MessageTooLarge:
+        return MessageTooLarge(
+            f"{self._name}: {row_named(row, txn)} is {size} bytes, over max-message-bytes "
+            f"{self.settings.max_message_bytes} (raise max-message-bytes in the sink URI and the "
+            f"topic's max.message.bytes{self.large_hint})"
+            f"{f': {e!r}' if e is not None else ''}"
+        )
+
+    async def _partition_count(self, topic: str) -> int:
+        count = self._partitions.get(topic)
+        if count is not None:
+            return count
+        s = self.settings
+        try:
+            found = (
+                await self._producer.partitions_for(topic) if await self._exists(topic) else None
+            )
+            if not found:
+                if not s.auto_create:
+                    raise SinkError(f"{self._name}: topic {topic} does not exist")
+                await self._create(topic)
+                found = await self._producer.partitions_for(topic)
+        except KafkaError as e:
+            raise SinkError(f"{self._name}: topic {topic}: {e!r}", retriable=True) from e
+        count = len(found)
+        if s.partition_num_given and count < s.partition_num:
+            raise SinkError(
+                f"{self._name}: topic {topic} has {count} partitions, fewer than "
+                f"partition-num={s.partition_num}"
+            )
+        self._partitions[topic] = count
+        return count
+
+    async def _exists(self, topic: str) -> bool:
+        admin = AIOKafkaAdminClient(bootstrap_servers=list(self.settings.brokers))
+        await admin.start()
+        try:
+            return topic in await admin.list_topics()
+        finally:
+            await admin.close()
+
+    async def _create(self, topic: str) -> None:
+        s = self.settings
+        admin = AIOKafkaAdminClient(bootstrap_servers=list(s.brokers))
+        await admin.start()
+        try:
+            new = NewTopic(topic, s.partition_num, s.replication_factor)
+            await admin.create_topics([new])
+            log.info("created topic %s with %d partitions", topic, s.partition_num)
+        except TopicAlreadyExistsError:
+            pass
+        finally:
+            await admin.close()
+
+    async def close(self) -> None:
+        try:
+            await asyncio.wait_for(self._producer.stop(), self.settings.ack_timeout)
+        except TimeoutError:
+            log.warning("%s: closed with messages in flight", self._name)
+
+
+_OPTIONS = {
+    "partition-num",
+    "replication-factor",
+    "max-message-bytes",
+    "kafka-version",
+    "dispatcher",
+    "topic-rule",
+    "auto-create-topic",
+    "ack-timeout",
+}
+_PROTOCOL_OPTIONS = {
+    "canal-json": {"enable-tidb-extension"},
+    "open-protocol": {"max-batch-size", "large-message-handle-option", "claim-check-storage-uri"},
+}
+
+
+def parse_url(url: SplitResult, protocol: str) -> CdcSettings:
+    query = dict(parse_qsl(url.query, keep_blank_values=True))
+    known = _OPTIONS | _PROTOCOL_OPTIONS.get(protocol, set())
+    unknown = sorted(set(query) - known)
+    if unknown:
+        raise SinkError(f"{protocol} sink URL: unknown options {unknown}; known: {sorted(known)}")
+    brokers = tuple(b for b in url.netloc.split(",") if b)
+    topic = unquote(url.path.strip("/"))
+    if not brokers or not topic:
+        raise SinkError(f"{protocol} sink URL needs brokers and a topic: {url.geturl()!r}")
+    dispatcher = query.get("dispatcher", "table")
+    if dispatcher not in DISPATCHERS:
+        raise SinkError(f"{protocol} sink URL: dispatcher must be one of {DISPATCHERS}")
+    large = query.get("large-message-handle-option", "none") or "none"
+    if large not in LARGE_MESSAGE_OPTIONS:
+        raise SinkError(
+            f"{protocol} sink URL: large-message-handle-option must be one of "
+            f"{LARGE_MESSAGE_OPTIONS}: {large!r}"
+        )
+    claim_uri = query.get("claim-check-storage-uri", "")
+    if large == "claim-check" and not claim_uri.startswith("file://"):
+        raise SinkError(
+            f"{protocol} sink URL: large-message-handle-option=claim-check needs "
+            "claim-check-storage-uri=file:///DIR"
+        )
+    try:
+        s = CdcSettings(
+            protocol,
+            brokers,
+            topic,
+            topic_rule=query.get("topic-rule", ""),
+            dispatcher="table" if dispatcher == "default" else dispatcher,
+            partition_num=int(query.get("partition-num", DEFAULT_PARTITIONS)),
+            partition_num_given="partition-num" in query,
+            replication_factor=int(query.get("replication-factor", 1)),
+            max_message_bytes=parse_byte_size(
+                query.get("max-message-bytes", DEFAULT_MAX_MESSAGE_BYTES)
+            ),
+            max_batch_size=int(query.get("max-batch-size", DEFAULT_MAX_BATCH_SIZE)),
+            extension=parse_bool(query.get("enable-tidb-extension", "false")),
+            auto_create=parse_bool(query.get("auto-create-topic", "true")),
+            ack_timeout=float(query.get("ack-timeout", 30)),
+            large_message=large,
+            claim_check_uri=claim_uri,
+        )
+    except ValueError as e:
+        raise SinkError(f"{protocol} sink URL {url.geturl()!r}: {e}") from e
+    numbers = (s.partition_num, s.replication_factor, s.max_message_bytes, s.max_batch_size)
+    if min(numbers) < 1 or s.ack_timeout <= 0:
+        raise SinkError(f"{protocol} sink URL: the numbers must be positive")
+    return s
+
+
+async def open_producer(s: CdcSettings) -> AIOKafkaProducer:
+    producer = AIOKafkaProducer(
+        bootstrap_servers=list(s.brokers),
+        acks="all",
+        enable_idempotence=True,
+        max_request_size=s.max_message_bytes + 1024,
+        request_timeout_ms=int(s.ack_timeout * 1000),
+        linger_ms=5,
+    )
+    try:
+        await producer.start()
+    except KafkaError as e:
+        await producer.stop()
+        raise SinkError(
+            f"{s.protocol} sink: cannot reach the brokers {','.join(s.brokers)}: {e!r}",
+            retriable=True,
+        ) from e
+    return producer
