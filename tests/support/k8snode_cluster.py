@@ -61,10 +61,31 @@ def cleaned_up(node: KubeNode, *namespaces: str) -> Iterator[None]:
         raise
     finally:
         for ns in namespaces:
-            node.kubectl(
-                "delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False
-            )
+            _delete_namespace(node, ns)
         _uninstall(node)
+
+
+def _delete_namespace(node: KubeNode, ns: str) -> None:
+    """Delete ``ns`` and wait until it is gone, so that none of its pods outlives the test and
+    talks to the next test's etcd (the chart's etcd has the same address in every test). The
+    operator still runs and closes what it manages; what it cannot close within the wait has
+    its finalizers removed."""
+    done = node.kubectl(
+        "delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=180s",
+        check=False, timeout=240,
+    )  # fmt: skip
+    if done.returncode == 0:
+        return
+    for kind in ("binlogclusters", "drainers", "pumps"):
+        names = node.kubectl("get", kind, "-n", ns, "-o", "name", check=False).stdout.split()
+        for obj in names:
+            node.kubectl(
+                "patch", obj, "-n", ns, "--type=merge", "-p", '{"metadata":{"finalizers":[]}}',
+                check=False,
+            )  # fmt: skip
+    node.kubectl(
+        "wait", "--for=delete", f"namespace/{ns}", "--timeout=180s", check=False, timeout=240
+    )
 
 
 def dump_diagnostics(node: KubeNode, *namespaces: str) -> None:
