@@ -144,6 +144,12 @@ class NetCluster:
             await asyncio.sleep(0.1)
         raise AssertionError(f"{proc.name} not ready within {START_TIMEOUT:.0f} s; see its log")
 
+    async def http_status(self, url: str) -> int:
+        """The status code of a GET of ``url`` (e.g. a pump's ``/ready``)."""
+        assert self._http is not None
+        async with self._http.get(url) as resp:
+            return resp.status
+
     async def stop(self) -> None:
         groups = [
             [self.drainer] if self.drainer else [],
