@@ -6,6 +6,10 @@ data-dir lock -> etcd, cluster ID, registry -> TSO member and client ->
 storage (recovery) -> gRPC and HTTP servers -> register online, notify
 drainers if this pump is joining -> accept writes.
 
+While running, a pump whose registry writes have failed for ``registration-timeout``
+(etcd unreachable) refuses prewrites and is not ready until one succeeds again
+(``services.pump.registration``).
+
 Exit: an operator ``pause`` or a stop signal refuses new prewrites, stops the
 servers and records ``paused``; ``close`` first waits until every drainer has
 consumed this pump's binlogs, then records ``offline`` and leaves the offline
@@ -32,6 +36,7 @@ from services.pump.intake import Intake
 from services.pump.metrics import PumpMetrics
 from services.pump.offline import check_marker, write_marker
 from services.pump.pullwire import PumpCodec
+from services.pump.registration import Registration
 from services.pump.state import Action, PumpState
 from services.pump.storage import (
     Resolver,
@@ -110,6 +115,7 @@ class Pump:
     tso: Tso
     registry: NodeRegistry
     metrics: PumpMetrics
+    registration: Registration
     latest_ts: Callable[[], int] = wall_clock_ts  # the TSO's time now (updateTS)
 
     def status(self, state: NodeState | None = None) -> NodeStatus:
@@ -124,6 +130,7 @@ class Pump:
 
     async def record(self, state: NodeState | None = None) -> None:
         await self.registry.update(NodeKind.PUMP, self.status(state))
+        self.registration.renewed()
 
     async def trigger_gc(self) -> int:
         gc_ts = lifecycle.gc_ts_for(time.time(), self.cfg.gc)
@@ -137,7 +144,11 @@ class Pump:
             duties = [
                 tg.create_task(
                     Heartbeat(
-                        self.registry, NodeKind.PUMP, self.status, cfg.heartbeat_interval
+                        self.registry,
+                        NodeKind.PUMP,
+                        self.status,
+                        cfg.heartbeat_interval,
+                        on_written=lambda _: self.registration.renewed(),
                     ).run(),
                     name="pump-heartbeat",
                 ),
@@ -245,10 +256,21 @@ async def serve(
                 Storage.open(data_dir, storage_settings(cfg), resolver_for(cfg), latest_ts)
             )
             state = PumpState(NodeState.OFFLINE)
-            intake = Intake(storage, state, cfg.max_message_size)
+            registration = Registration(cfg.registration_timeout)
+            intake = Intake(storage, state, cfg.max_message_size, registered=registration.current)
             metrics = PumpMetrics(lambda: metrics.sync(storage.stats, intake.written))
             pump = Pump(
-                cfg, node_id, advertise, state, intake, storage, tso, registry, metrics, latest_ts
+                cfg,
+                node_id,
+                advertise,
+                state,
+                intake,
+                storage,
+                tso,
+                registry,
+                metrics,
+                registration,
+                latest_ts,
             )
 
             handlers: list[object] = [
@@ -270,7 +292,7 @@ async def serve(
                 *status_addr(cfg.listen.addr, cfg.status_addr),
                 routes=routes(node_id, state, registry, storage, latest_ts, pump.trigger_gc),
                 registry=metrics.registry,
-                ready_fn=lambda: state.state is NodeState.ONLINE,
+                ready_fn=lambda: state.state is NodeState.ONLINE and registration.current(),
                 ssl_context=server_context(cfg.security, alpn=ALPN_HTTP),
                 allowed_cns=cfg.security.cert_allowed_cn,
             )

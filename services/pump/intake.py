@@ -2,7 +2,8 @@
 
 Invariant: a binlog is acknowledged only after storage made it durable, and a
 refused binlog changes nothing. Prewrites are refused unless the pump is
-online and has disk space above the stop-write threshold; commits, rollbacks
+online, its registration in etcd is current (``services.pump.registration``) and it
+has disk space above the stop-write threshold; commits, rollbacks
 and fake binlogs are still stored so transactions under way can finish. An
 empty payload is a liveness probe and stores nothing.
 """
@@ -30,6 +31,7 @@ class Reason(enum.Enum):
     MALFORMED = "malformed"
     TOO_LARGE = "too-large"
     NOT_ONLINE = "not-online"
+    NOT_REGISTERED = "not-registered"
     DISK_FULL = "disk-full"
     STORAGE = "storage"
 
@@ -59,9 +61,11 @@ class Intake:
         state: PumpState,
         max_message_size: int,
         monotonic: Callable[[], float] = time.monotonic,
+        registered: Callable[[], bool] = lambda: True,
     ) -> None:
         self._store = store
         self._state = state
+        self._registered = registered
         self._max_size = max_message_size
         self._monotonic = monotonic
         self.last_write = monotonic()
@@ -86,6 +90,13 @@ class Intake:
                 raise WriteRefused(
                     Reason.NOT_ONLINE,
                     f"pump is not online (state {self._state.state.value}); prewrite refused",
+                    retriable=True,
+                )
+            if not self._registered():
+                raise WriteRefused(
+                    Reason.NOT_REGISTERED,
+                    "pump could not renew its registration in etcd within registration-timeout; "
+                    "prewrite refused",
                     retriable=True,
                 )
             if not self._store.writable_for(header):

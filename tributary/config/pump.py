@@ -109,6 +109,12 @@ class PumpConfig:
         ("http://127.0.0.1:2379",), "etcd endpoints, comma separated", kind=URL_LIST
     )
     heartbeat_interval: float = setting(2.0, "seconds between registry heartbeats", kind=DURATION)
+    registration_timeout: float = setting(
+        10.0,
+        "seconds without a successful registry write (etcd unreachable) after which the pump "
+        "refuses prewrites, until a heartbeat gets through again",
+        kind=DURATION,
+    )
     gen_binlog_interval: float = setting(
         3.0,
         "seconds of idleness after which a fake binlog is written",
@@ -141,6 +147,8 @@ class PumpConfig:
             yield "advertise-addr", "must be an address other nodes can reach, not a wildcard"
         if self.heartbeat_interval <= 0:
             yield "heartbeat-interval", "must be positive"
+        if self.registration_timeout <= self.heartbeat_interval:
+            yield "registration-timeout", "must be longer than heartbeat-interval"
         if self.gen_binlog_interval <= 0:
             yield "gen-binlog-interval", "must be positive"
         if self.gc <= 0:

@@ -38,7 +38,7 @@ class Heartbeat:
     """Use as ``async with Heartbeat(...) as hb:`` (runs a task named
     ``heartbeat-<kind>`` until the block exits; a HeartbeatError raised by it
     cancels the block and comes out of the ``async with``), or run ``run()``
-    in the service's own TaskGroup."""
+    in the service's own TaskGroup. ``on_written`` is called after each successful write."""
 
     def __init__(
         self,
@@ -49,6 +49,7 @@ class Heartbeat:
         *,
         max_failures: int = DEFAULT_MAX_FAILURES,
         sleep: Sleep = asyncio.sleep,
+        on_written: Callable[[NodeStatus], None] | None = None,
     ) -> None:
         if interval <= 0 or max_failures < 1:
             raise ValueError("heartbeat needs interval > 0 and max_failures >= 1")
@@ -58,6 +59,7 @@ class Heartbeat:
         self._interval = interval
         self._max_failures = max_failures
         self._sleep = sleep
+        self._on_written = on_written
         self._lock = asyncio.Lock()
         self._group: asyncio.TaskGroup | None = None
         self._task: asyncio.Task[None] | None = None
@@ -77,6 +79,8 @@ class Heartbeat:
             await self._registry.update(self._kind, status)
             self.failures = 0
             self.beats += 1
+            if self._on_written is not None:
+                self._on_written(status)
             return status
 
     async def run(self) -> None:
