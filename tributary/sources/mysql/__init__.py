@@ -1,8 +1,8 @@
 """The MySQL/MariaDB change source: the row binlog read as whole transactions.
 
 ``open_source(cfg, start, last_ts)`` -> async iterator of ``SourceTxn(txn, position)``;
-``current_position(cfg)``; ``list_tables(cfg)``; ``Position`` tokens ``file:pos[@gtid]``; ``SourceConfig``;
-``SourceError`` (``retriable``). See docs/mysqlsource.md.
+``current_position(cfg)``; ``list_tables(cfg)``; ``Position`` tokens ``file:pos[@gtid]``;
+``SourceConfig``; ``SourceError`` (``retriable``). See docs/mysqlsource.md.
 """
 
 from tributary.sources.mysql.assemble import SourceTxn
