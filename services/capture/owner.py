@@ -16,6 +16,8 @@ every changefeed (one patch group each, guarded by the info key it read):
   a task position on each capture holding a span; the status checkpoint the minimum of the
   spans' checkpoints.
 
+Drain requests (``__cdc_meta__/drain/<capture>``) of captures that are gone are deleted.
+
 Example: captures a, b, c; a whole feed f1 on a, f2 on b. a's lease expires: its key goes, so
 the next tick assigns f1's span to c (c holds none), puts ``task/position/c/f1`` and deletes
 ``task/position/a/f1``. c's processor resumes from the span's checkpoint.
@@ -83,7 +85,10 @@ class Owner:
             for view in state.feeds.values()
             if view.info is not None
         }
-        groups = []
+        groups = [  # drain requests of captures that are gone
+            PatchGroup((Patch(self._keys.drain_key(c), _delete),))
+            for c in sorted(state.drains - set(state.captures))
+        ]
         for view in sorted(state.feeds.values(), key=lambda v: str(v.feed)):
             patches = self._feed(view)
             if patches is None:
