@@ -13,7 +13,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
@@ -24,9 +24,11 @@ from services.capture.http import routes
 from services.capture.metrics import CaptureMetrics
 from services.capture.processor import Processor, SinkOpener
 from services.capture.source import ChangeSource
+from services.capture.spanbook import SpanMark
 from services.capture.state import FeedView
 from tributary.cdc.keys import Keys
 from tributary.cdc.model import CaptureInfo
+from tributary.cdc.spans import DDL_SPAN, WHOLE_SPAN
 from tributary.coord.etcd import EtcdKv
 from tributary.net import join_host_port, split_host_port
 from tributary.sinks.schemes import open_sink
@@ -42,10 +44,10 @@ class Started:
     http_port: int
 
 
-def _mysql_source(uri: str) -> tuple[ChangeSource, int]:
+def _mysql_source(uri: str, reader: str) -> tuple[ChangeSource, int]:
     from services.capture.mysql import MysqlChangeSource  # the binlog reader loads on demand
 
-    source = MysqlChangeSource(uri)
+    source = MysqlChangeSource(uri, reader)
     return source, source.upstream_id
 
 
@@ -62,7 +64,7 @@ async def serve(
     keys = Keys(cfg.cluster_id)
     upstream_id = 0
     if source is None:
-        source, upstream_id = _mysql_source(cfg.upstream)
+        source, upstream_id = _mysql_source(cfg.upstream, capture_id)
     host, port = split_host_port(cfg.listen.addr)
     async with AsyncExitStack() as stack:
         kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.etcd)))
@@ -87,10 +89,18 @@ async def serve(
             capture_id, advertise, deploy_path=os.getcwd(), start_timestamp=int(time.time())
         )
 
-        def make(view: FeedView) -> Processor:
+        def make(view: FeedView, spans: Mapping[str, SpanMark]) -> Processor:
             assert view.info is not None and view.status is not None
             return Processor(
-                cfg.cluster_id, advertise, view.feed, view.info, view.status, source, sink_opener
+                cfg.cluster_id,
+                advertise,
+                view.feed,
+                view.info,
+                view.status,
+                source,
+                sink_opener,
+                spans=spans,
+                tables=frozenset(s for s in view.assign if s not in (DDL_SPAN, WHOLE_SPAN)),
             )
 
         capture = Capture(

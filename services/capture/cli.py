@@ -4,7 +4,7 @@
         --upstream mysql://root:pw@127.0.0.1:3306/ --cluster-id default
     binlog-cdc cli changefeed create --server 127.0.0.1:8300 -c cf-1 --sink-uri mysql://...
     binlog-cdc cli changefeed list|query|pause|resume|update|remove|statistics -c cf-1
-    binlog-cdc cli capture list
+    binlog-cdc cli capture list | drain -p <capture-id>
     binlog-cdc cli processor list | query -c cf-1 -p <capture-id>
     binlog-cdc cli owner resign
 
@@ -106,6 +106,8 @@ def _parser() -> argparse.ArgumentParser:
             )
     capture = groups.add_parser("capture").add_subparsers(dest="action", required=True)
     capture.add_parser("list", parents=[common])
+    drain = capture.add_parser("drain", parents=[common])
+    drain.add_argument("-p", "--capture-id", required=True)
     owner = groups.add_parser("owner").add_subparsers(dest="action", required=True)
     owner.add_parser("resign", parents=[common])
     processor = groups.add_parser("processor").add_subparsers(dest="action", required=True)
@@ -127,6 +129,8 @@ def _config(path: str | None) -> dict[str, Any] | None:
 def _request(a: argparse.Namespace) -> tuple[str, str, object, dict[str, str] | None]:
     """(method, path, body, query) for the parsed command."""
     if a.group == "capture":
+        if a.action == "drain":
+            return "POST", f"/api/v2/captures/{a.capture_id}/drain", None, None
         return "GET", "/api/v2/captures", None, None
     if a.group == "owner":
         return "POST", "/api/v2/owner/resign", None, None

@@ -9,6 +9,11 @@ State rules (TiCDC's): pause from normal, warning or failed; resume from stopped
 warning (a new epoch restarts the processor; ``overwrite_checkpoint`` also moves the status
 checkpoint and source position); update only while stopped or failed; remove deletes the info,
 the status and every task position in one txn.
+
+Create also writes the changefeed's spans (``tributary.cdc.spans``), unassigned, each at the
+start checkpoint: a changefeed into a sink that many captures may write at once
+(``SPREAD_SCHEMES``) gets one span per upstream table its filter passes, plus ``#ddl``;
+any other gets the single span ``*``. The owner assigns them.
 """
 
 from __future__ import annotations
@@ -32,12 +37,18 @@ from tributary.cdc.model import (
     ReplicaConfig,
     now_text,
 )
+from tributary.cdc.spans import DDL_SPAN, WHOLE_SPAN, TableAssign, TableProgress, table_span
 from tributary.coord.kv import Kv
 from tributary.sinks.schemes import OPENERS, scheme_of
 from tributary.sinks.urls import redact
 from tributary.wire.ts import from_seconds
 
 ChangeFeedInfoFn = Callable[[ChangeFeedInfo], ChangeFeedInfo]
+
+# Sinks whose changefeeds are spread over the captures, a table each: many writers may share
+# them. Kafka's watermarks and the file, SQLite, pump and print sinks need one writer.
+SPREAD_SCHEMES = frozenset({"mysql"})
+_SPAN_KINDS = (KeyKind.TASK, KeyKind.TABLE, KeyKind.PROGRESS)
 
 
 def new_epoch(previous: int = 0) -> int:
@@ -119,6 +130,19 @@ class Feeds:
             epoch=new_epoch(),
         )
         status = ChangeFeedStatus(start_ts, position)
+        spans = [WHOLE_SPAN]
+        if scheme_of(req.sink_uri) in SPREAD_SCHEMES:
+            tables = await self._source.tables(table_filter(req.config.filter_rules))
+            spans = [DDL_SPAN, *(table_span(d, t) for d, t in tables)]
+        start = TableProgress(start_ts, position).to_json()
+        span_patches = [
+            p
+            for span in spans
+            for p in (
+                Patch(self.keys.table_key(feed, span), _value(TableAssign("").to_json())),
+                Patch(self.keys.progress_key(feed, span), _value(start)),
+            )
+        ]
 
         def put_info(old: bytes | None) -> PatchResult:
             if old is not None:
@@ -130,7 +154,7 @@ class Feeds:
 
         info_patch = Patch(self.keys.info_key(feed), put_info)
         status_patch = Patch(self.keys.status_key(feed), put_status)
-        await update(self.kv, PatchGroup((info_patch, status_patch)))
+        await update(self.kv, PatchGroup((info_patch, status_patch, *span_patches)))
         return info
 
     async def pause(self, feed: FeedId) -> None:
@@ -166,6 +190,9 @@ class Feeds:
         if overwrite_ts:
             status = ChangeFeedStatus(overwrite_ts, overwrite_position)
             extra = (Patch(self.keys.status_key(feed), lambda _: status.to_json()),)
+            view = (await self.state()).feeds.get(feed)
+            for span in view.progress if view is not None else ():
+                extra += (Patch(self.keys.progress_key(feed, span), _rewind(status)),)
         await self._patch_info(feed, fn, extra)
 
     async def update(self, feed: FeedId, req: UpdateRequest) -> ChangeFeedInfo:
@@ -206,7 +233,7 @@ class Feeds:
         patches.append(Patch(self.keys.status_key(feed), lambda _: None))
         for kv in await self.kv.get_prefix(self.keys.prefix):
             parsed = self.keys.parse(kv.key)
-            if parsed is not None and parsed.kind is KeyKind.TASK and parsed.feed == feed:
+            if parsed is not None and parsed.kind in _SPAN_KINDS and parsed.feed == feed:
                 patches.append(Patch(kv.key, lambda _: None))
         await update(self.kv, PatchGroup(tuple(patches)))
 
@@ -224,3 +251,17 @@ class Feeds:
 
         await update(self.kv, PatchGroup((Patch(self.keys.info_key(feed), patch), *extra)))
         return result[-1]
+
+
+def _value(value: bytes) -> Callable[[bytes | None], PatchResult]:
+    return lambda _: value
+
+
+def _rewind(status: ChangeFeedStatus) -> Callable[[bytes | None], PatchResult]:
+    """A span's progress moved to an overwritten checkpoint (its capture kept)."""
+
+    def fn(old: bytes | None) -> PatchResult:
+        capture = TableProgress.from_json(old).capture if old is not None else ""
+        return TableProgress(status.checkpoint_ts, status.source_position, capture).to_json()
+
+    return fn

@@ -28,9 +28,11 @@ from services.capture.present import (
     feed_detail,
     feed_status,
     feed_summary,
+    held_spans,
     processor_detail,
     progress,
     synced,
+    view_spans,
 )
 from tributary.cdc.errors import CaptureError
 from tributary.cdc.keys import DEFAULT_NAMESPACE, FeedId
@@ -150,10 +152,36 @@ def routes(
         state = await feeds.state()
         owner = state.owner.capture_id if state.owner else ""
         items = [
-            {"id": c.id, "is_owner": c.id == owner, "address": c.address, "cluster_id": cluster_id}
+            {
+                "id": c.id,
+                "is_owner": c.id == owner,
+                "address": c.address,
+                "cluster_id": cluster_id,
+                "draining": c.id in state.drains,
+                "tables": held_spans(state, c.id),
+            }
             for c in sorted(state.captures.values(), key=lambda c: c.id)
         ]
         return json_response({"total": len(items), "items": items})
+
+    @r.post("/api/v2/captures/{capture}/drain")
+    async def drain(req: web.Request) -> web.Response:
+        capture = req.match_info["capture"]
+        state = await feeds.state()
+        if capture not in state.captures:
+            raise ApiError(
+                404, f"capture {capture} does not exist", error_code="CDC:ErrCaptureNotExist"
+            )
+        if len(state.captures) < 2:
+            raise ApiError(
+                400,
+                f"capture {capture} is the only capture: its tables have nowhere to go",
+                error_code="CDC:ErrSchedulerRequestFailed",
+            )
+        if capture not in state.drains:
+            await feeds.kv.put(feeds.keys.drain_key(capture), b"{}")
+        count = sum(len(spans) for spans in held_spans(state, capture).values())
+        return json_response({"current_table_count": count}, status=202)
 
     @r.post("/api/v2/owner/resign")
     async def resign(_: web.Request) -> web.Response:
@@ -169,7 +197,12 @@ def routes(
     async def processors(_: web.Request) -> web.Response:
         state = await feeds.state()
         items = [
-            {"changefeed_id": f.id, "namespace": f.namespace, "capture_id": capture}
+            {
+                "changefeed_id": f.id,
+                "namespace": f.namespace,
+                "capture_id": capture,
+                "table_ids": view_spans(view, capture),
+            }
             for f, view in sorted(state.feeds.items(), key=lambda kv: str(kv[0]))
             for capture in sorted(view.tasks)
         ]
@@ -186,7 +219,9 @@ def routes(
                 f"changefeed {feed} has no processor on capture {capture}",
                 error_code="CDC:ErrCaptureNotExist",
             )
-        return json_response(processor_detail(feed.id, feed.namespace, capture, task))
+        assert view is not None
+        detail = processor_detail(feed.id, feed.namespace, capture, task, view_spans(view, capture))
+        return json_response(detail)
 
     @r.post("/api/v2/changefeeds")
     async def create(req: web.Request) -> web.Response:

@@ -5,11 +5,17 @@ The upstream is a URL (``mysql://user:pw@host:port/?server-id=N``); position tok
 leaves as a ``SourceFailure`` with the same ``retriable``. The reader asks for a heartbeat every
 ``HEARTBEAT`` seconds and for resolved-ts markers (``mysqlsource.resolved``), so an idle
 changefeed's checkpoint keeps up with the upstream's clock.
+
+Every reader needs its own replica server id (the upstream drops a dump connection when
+another one registers with the same id): each ``open`` takes the URL's ``server-id`` plus an
+offset drawn from ``reader`` (the capture id) and a counter, so the processors of several
+changefeeds and several captures never share one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,11 +28,28 @@ HEARTBEAT = 1.0  # seconds: how soon an idle changefeed's checkpoint moves (reso
 
 
 class MysqlChangeSource:
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, reader: str = "") -> None:
         try:
             self._cfg = mysqlsource.SourceConfig.from_uri(uri)
         except ValueError as e:
             raise SourceFailure(f"bad upstream URL: {e}", retriable=False) from e
+        self._salt = (zlib.crc32(reader.encode()) % 65536) * 4096 if reader else 0
+        self._opens = itertools.count()
+
+    def _server_id(self) -> int:
+        offset = self._salt + next(self._opens) % 4096 if self._salt else 0
+        return (self._cfg.server_id - 1 + offset) % 0xFFFFFFFF + 1
+
+    async def tables(self, table_filter: TableFilter | None) -> list[tuple[str, str]]:
+        cfg = dataclasses.replace(self._cfg, filter=table_filter)
+        try:
+            return await mysqlsource.list_tables(cfg)
+        except mysqlsource.SourceError as e:
+            raise SourceFailure(f"upstream: {e}", retriable=e.retriable) from e
+
+    def reached(self, position: str, end: str) -> bool:
+        at, until = mysqlsource.Position.parse(position), mysqlsource.Position.parse(end)
+        return (at.file, at.pos) >= (until.file, until.pos)
 
     @property
     def upstream_id(self) -> int:
@@ -48,7 +71,11 @@ class MysqlChangeSource:
         except ValueError as e:
             raise SourceFailure(f"bad source position {start!r}: {e}", retriable=False) from e
         cfg = dataclasses.replace(
-            self._cfg, filter=table_filter, heartbeat=HEARTBEAT, resolve_idle=True
+            self._cfg,
+            filter=table_filter,
+            heartbeat=HEARTBEAT,
+            resolve_idle=True,
+            server_id=self._server_id(),
         )
         try:
             async with mysqlsource.open_source(cfg, position, last_ts) as stream:

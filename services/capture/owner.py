@@ -4,18 +4,23 @@ One capture at a time is owner (``coord.election``); its worker commits every pa
 guarded by its election key, so a deposed owner's decisions are never written. Each tick, for
 every changefeed (one patch group each, guarded by the info key it read):
 
-* no info (removed): delete the leftover status and task positions;
-* a state that does not run (stopped, failed, finished, removed): delete its task positions,
-  and for ``removed`` the info and status as well;
+* no info (removed): delete the leftover status, task positions and spans;
+* a state that does not run (stopped, failed, finished, removed): delete its task positions
+  (the spans keep their checkpoints for a resume), and for ``removed`` the info, the status
+  and the spans as well;
 * ``target-ts`` reached by the status checkpoint: ``finished``;
 * a task position reporting a non-retriable error: ``failed`` with that error; a retriable one:
   ``warning``; a warning whose processor has recovered: back to ``normal``;
-* placement: task positions on captures that are gone are deleted, and a changefeed without a
-  live one is placed on the alive capture running the fewest changefeeds (ties by id).
+* scheduling (``schedule.Scheduler``): the changefeed's spans (its tables, or the whole
+  changefeed as one span) over the live captures, moved when a capture joins, drains or dies;
+  a task position on each capture holding a span; the status checkpoint the minimum of the
+  spans' checkpoints.
 
-Example: captures a, b, c; feeds f1 on a, f2 on b. a's lease expires: its key goes, so the
-next tick deletes ``task/position/a/f1`` and puts ``task/position/c/f1`` (c runs none). c's
-processor resumes from f1's status checkpoint.
+Drain requests (``__cdc_meta__/drain/<capture>``) of captures that are gone are deleted.
+
+Example: captures a, b, c; a whole feed f1 on a, f2 on b. a's lease expires: its key goes, so
+the next tick assigns f1's span to c (c holds none), puts ``task/position/c/f1`` and deletes
+``task/position/a/f1``. c's processor resumes from the span's checkpoint.
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from collections.abc import Sequence
 
 from services.capture.errors import NotOwner
 from services.capture.present import Progress, progress
+from services.capture.schedule import Scheduler
 from services.capture.state import ClusterState, FeedView
 from services.capture.worker import Patch, PatchFn, PatchGroup, PatchResult
 from tributary.cdc.keys import FeedId, Keys
-from tributary.cdc.model import AdminJob, ChangeFeedInfo, FeedState, TaskPosition
+from tributary.cdc.model import AdminJob, ChangeFeedInfo, FeedState
 
 log = logging.getLogger(__name__)
 
@@ -60,33 +66,51 @@ class Owner:
                 f"capture {self._capture_id} is no longer the owner (epoch {self.epoch})"
             )
         load = Counter(
-            capture
+            a.capture
             for view in state.feeds.values()
-            for capture in view.tasks
-            if capture in state.captures
+            if view.info is not None and view.info.state.runs
+            for a in view.assign.values()
+            if a.capture in state.captures
         )
+        load.update(  # changefeeds from before spans: their processors
+            c
+            for view in state.feeds.values()
+            if not view.assign
+            for c in view.tasks
+            if c in state.captures
+        )
+        scheduler = Scheduler(self._keys, state, load)
         self.figures = {
             view.feed: (view.info.state, progress(view.status, view.tasks))
             for view in state.feeds.values()
             if view.info is not None
         }
-        groups = []
+        groups = [  # drain requests of captures that are gone
+            PatchGroup((Patch(self._keys.drain_key(c), _delete),))
+            for c in sorted(state.drains - set(state.captures))
+        ]
         for view in sorted(state.feeds.values(), key=lambda v: str(v.feed)):
-            patches = self._feed(view, state, load)
-            if patches:
+            patches = self._feed(view)
+            if patches is None:
+                groups.extend(scheduler.plan(view))
+            elif patches:
                 groups.append(PatchGroup(tuple(patches), reads=(self._keys.info_key(view.feed),)))
         return groups
 
-    def _feed(self, view: FeedView, state: ClusterState, load: Counter[str]) -> list[Patch]:
+    def _feed(self, view: FeedView) -> list[Patch] | None:
+        """The patches of a changefeed's state; None when it runs on (then it is scheduled)."""
         keys, feed = self._keys, view.feed
         tasks = [Patch(keys.task_key(c, feed), _delete) for c in view.tasks]
+        spans = [Patch(keys.table_key(feed, s), _delete) for s in view.assign]
+        spans += [Patch(keys.progress_key(feed, s), _delete) for s in view.progress]
         info = view.info
         if info is None:
-            leftovers = tasks + ([Patch(keys.status_key(feed), _delete)] if view.status else [])
-            return leftovers
+            leftovers = tasks + spans
+            return leftovers + ([Patch(keys.status_key(feed), _delete)] if view.status else [])
         if info.state is FeedState.REMOVED:
             return [
                 *tasks,
+                *spans,
                 Patch(keys.info_key(feed), _delete),
                 Patch(keys.status_key(feed), _delete),
             ]
@@ -97,7 +121,7 @@ class Owner:
             log.info("changefeed %s: %s -> %s", feed, info.state.value, changed.state.value)
             patches = [Patch(keys.info_key(feed), _put(changed.to_json()))]
             return patches + (tasks if not changed.state.runs else [])
-        return self._place(view, state, load)
+        return None
 
     def _next_info(self, view: FeedView, info: ChangeFeedInfo) -> ChangeFeedInfo | None:
         """The info's next state, or None when it stays as it is."""
@@ -113,17 +137,3 @@ class Owner:
         if not errors and info.state is FeedState.WARNING and view.tasks:
             return info.with_state(FeedState.NORMAL, warning=None)
         return None
-
-    def _place(self, view: FeedView, state: ClusterState, load: Counter[str]) -> list[Patch]:
-        keys, feed = self._keys, view.feed
-        alive = [c for c in view.tasks if c in state.captures]
-        patches = [Patch(keys.task_key(c, feed), _delete) for c in view.tasks if c not in alive]
-        for extra in alive[1:]:  # never more than one processor per changefeed
-            patches.append(Patch(keys.task_key(extra, feed), _delete))
-            load[extra] -= 1
-        if not alive and state.captures:
-            target = min(sorted(state.captures), key=lambda c: load[c])
-            load[target] += 1
-            patches.append(Patch(keys.task_key(target, feed), _put(TaskPosition().to_json())))
-            log.info("changefeed %s: placed on capture %s", feed, target)
-        return patches

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from services.capture.state import ClusterState, FeedView
 from tributary.cdc.model import (
     ChangeFeedInfo,
     ChangeFeedStatus,
@@ -177,18 +178,34 @@ def synced(
 
 
 def processor_detail(
-    feed_id: str, namespace: str, capture: str, task: TaskPosition
+    feed_id: str, namespace: str, capture: str, task: TaskPosition, tables: Sequence[str] = ()
 ) -> dict[str, object]:
-    """TiCDC's ``ProcessorDetail`` (``table_ids``: a processor here replicates the whole
-    changefeed, so no table list) with this processor's figures."""
+    """TiCDC's ``ProcessorDetail`` with this processor's figures; ``table_ids`` names the
+    spans it holds (``schema.table``, ``#ddl``, or ``*`` for a whole changefeed), where
+    TiCDC gives table ids."""
     return {
         "namespace": namespace,
         "changefeed_id": feed_id,
         "capture_id": capture,
-        "table_ids": [],
+        "table_ids": list(tables),
         "checkpoint_ts": task.checkpoint_ts,
         "resolved_ts": task.resolved_ts,
         "count": task.count,
         "last_synced_ts": task.last_synced_ts,
         "error": _error(task.error),
     }
+
+
+def view_spans(view: FeedView, capture: str) -> list[str]:
+    """The spans of a changefeed assigned to ``capture``."""
+    return sorted(s for s, a in view.assign.items() if a.capture == capture)
+
+
+def held_spans(state: ClusterState, capture: str) -> dict[str, list[str]]:
+    """The spans ``capture`` holds, by running changefeed (``namespace/id``)."""
+    held = {
+        str(feed): view_spans(view, capture)
+        for feed, view in sorted(state.feeds.items(), key=lambda kv: str(kv[0]))
+        if view.info is not None and view.info.state.runs
+    }
+    return {feed: spans for feed, spans in held.items() if spans}

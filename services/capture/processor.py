@@ -1,4 +1,8 @@
-"""A processor: replicates one changefeed from the upstream source into its sink.
+"""A processor: replicates the spans of one changefeed held by its capture into the sink.
+
+Spans (``spanbook``): a whole changefeed is the one span ``*``; a spread one gives this
+processor some of its tables and maybe ``#ddl``. The reader starts at the lowest span
+checkpoint and each span takes what comes after its own (``SpanBook.keep``).
 
 It opens the sink, opens the source at the changefeed status's ``source-position`` (with
 ``last_ts`` = the status checkpoint, so replayed transactions get the ts they had), and applies
@@ -21,6 +25,21 @@ bytes read ahead of the sink (``readahead``).
 Target ts: transactions after ``target-ts`` are never applied; the first one seen ends the
 run with the checkpoint at ``target-ts`` (``finished``).
 
+Spread changefeeds (several processors on several captures write one downstream):
+
+* the sink checkpoint row is this run's own (the changefeed, and a random run id): another
+  run's row may be ahead of a span that just joined, and the sink would drop its rows;
+  so replays are not dropped by the sink but made harmless by safe mode, on from the start
+  until the reader passes the upstream's binlog end as it was when the run started (a span's
+  old capture stopped before this run started, so it applied nothing after that end);
+* a DDL is a barrier of the whole changefeed: the spans here stop at ``ts - 1``; the
+  processor holding ``#ddl`` waits until every other span has reached ``ts - 1`` (their
+  checkpoints in etcd, handed in by ``observe``), applies the DDL and moves on; the others
+  wait until ``#ddl`` has reached ``ts``. So every row before a DDL is downstream before it,
+  and every row after it after it, whatever captures the tables run on (a RENAME or DROP of
+  several tables included). The cost: each DDL pauses the changefeed for a few checkpoint
+  flushes.
+
 Errors: a retriable failure (sink or source) is reported in ``error`` and retried with
 exponential backoff; a non-retriable one is reported and ends the run (the owner then marks
 the changefeed failed).
@@ -32,7 +51,8 @@ import asyncio
 import collections
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 
@@ -40,9 +60,11 @@ from services.capture.eventfilter import EventFilter
 from services.capture.readahead import ReadAhead, txn_bytes
 from services.capture.rules import table_filter
 from services.capture.source import ChangeSource, SourceItem
+from services.capture.spanbook import SpanBook, SpanMark
 from tributary.cdc.errors import CaptureError
 from tributary.cdc.keys import FeedId
 from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, RunningError, now_text
+from tributary.cdc.spans import DDL_SPAN, WHOLE_SPAN
 from tributary.change import Txn
 from tributary.sinks import Sink, SinkError, SinkOptions
 
@@ -57,6 +79,16 @@ def sink_checkpoint_id(cluster: str, info: ChangeFeedInfo) -> int:
     """The key of this changefeed's checkpoint row in its downstream: stable across moves and
     restarts, distinct for a changefeed re-created under the same name (its create time)."""
     text = f"{cluster}/{info.namespace}/{info.changefeed_id}/{info.create_time}"
+    return _key(text)
+
+
+def run_checkpoint_id(cluster: str, info: ChangeFeedInfo) -> int:
+    """A spread changefeed's processor run's own checkpoint row (see the module's doc)."""
+    feed = f"{cluster}/{info.namespace}/{info.changefeed_id}/{info.create_time}"
+    return _key(f"{feed}/{uuid.uuid4()}")
+
+
+def _key(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest()) >> 1
 
 
@@ -79,6 +111,9 @@ class Processor:
         source: ChangeSource,
         open_sink: SinkOpener,
         options: ProcessorOptions = ProcessorOptions(),
+        *,
+        spans: Mapping[str, SpanMark] | None = None,
+        tables: frozenset[str] = frozenset(),
     ) -> None:
         self.feed = feed
         self.info = info
@@ -87,15 +122,33 @@ class Processor:
         self._source = source
         self._open_sink = open_sink
         self._options = options
-        self.checkpoint_ts = status.checkpoint_ts
-        self.position = status.source_position
-        self.resolved_ts = status.checkpoint_ts  # the highest ts read from the source
+        if spans is None:
+            spans = {WHOLE_SPAN: SpanMark(status.checkpoint_ts, status.source_position)}
+        self.book = SpanBook(spans, tables)
+        self._last_position = self.book.low().position  # after the last item taken
+        self._observed: dict[str, int] = {}  # every span's checkpoint in etcd
+        self._seen = asyncio.Event()
+        self._safe_until: str | None = None  # safe mode until the reader passes this position
+        self.resolved_ts = self.checkpoint_ts  # the highest ts read from the source
         self.last_synced_ts = 0  # commit ts of the last transaction that changed the sink
         self.error: RunningError | None = None
         self.finished = False
         self.applied_txns = 0
         self.applied_rows = 0
         self.errors = 0  # errors met since it started (each retried unless fatal)
+
+    @property
+    def checkpoint_ts(self) -> int:
+        return self.book.low().checkpoint_ts
+
+    @property
+    def position(self) -> str:
+        return self.book.low().position
+
+    def observe(self, checkpoints: Mapping[str, int]) -> None:
+        """The changefeed's spans' checkpoints as etcd has them (the DDL barrier's input)."""
+        self._observed = dict(checkpoints)
+        self._seen.set()
 
     async def run(self) -> None:
         """Replicate until finished, a non-retriable error, or cancellation."""
@@ -125,18 +178,23 @@ class Processor:
         )
 
     async def _run_once(self) -> None:
-        info = self.info
-        options = SinkOptions(sink_checkpoint_id(self._cluster, info))
+        info, book = self.info, self.book
+        spread = not book.whole
+        key = (run_checkpoint_id if spread else sink_checkpoint_id)(self._cluster, info)
         flt = table_filter(info.config.filter_rules)
         events = EventFilter(info.config.event_filters)
-        async with self._open_sink(info.sink_uri, options) as sink:
+        self._safe_until = await self._source.current_position() if spread else None
+        async with self._open_sink(info.sink_uri, SinkOptions(key)) as sink:
+            low = book.low()
             log.info(
-                "changefeed %s: replicating from %s (checkpoint %d) into the sink",
+                "changefeed %s: replicating %s from %s (checkpoint %d) into the sink",
                 self.feed,
-                self.position or "the start",
-                self.checkpoint_ts,
+                ", ".join(sorted(book.marks)),
+                low.position or "the start",
+                low.checkpoint_ts,
             )
-            async with self._source.open(self.position, self.checkpoint_ts, flt) as stream:
+            self._last_position = low.position
+            async with self._source.open(low.position, low.checkpoint_ts, flt) as stream:
                 queue: Queue = asyncio.Queue(self._options.queue_txns)
                 budget = ReadAhead(info.config.memory_quota)
                 sizes: collections.deque[int] = collections.deque()
@@ -195,7 +253,12 @@ class Processor:
                     item = self._skip(item)
                 elif events and not item.resolved:
                     item = replace(item, txn=events.apply(item.txn))
-                batch.append(item)
+                if self._is_barrier(item):
+                    await self._commit(sink, batch)
+                    batch = []
+                    await self._barrier(sink, item)
+                else:
+                    batch.append(item)
                 if len(batch) >= self._options.batch_txns or queue.empty():
                     break
                 item = queue.get_nowait()
@@ -207,14 +270,53 @@ class Processor:
         """An ignored transaction (``ignore-txn-start-ts``) as a checkpoint-only marker."""
         return SourceItem(Txn(item.txn.commit_ts, item.txn.start_ts), item.position)
 
+    def _is_barrier(self, item: SourceItem) -> bool:
+        return (
+            not self.book.whole
+            and item.txn.ddl is not None
+            and not item.resolved
+            and self.book.behind(item.txn.commit_ts)
+        )
+
+    async def _barrier(self, sink: Sink, item: SourceItem) -> None:
+        """A DDL of a spread changefeed (the module's doc): all before it, it, all after it."""
+        ts, book = item.txn.commit_ts, self.book
+        book.hold(ts, self._last_position)
+        if DDL_SPAN in book.marks:
+            log.info("changefeed %s: DDL at %d waits for every table", self.feed, ts)
+            await self._wait(lambda: book.others_reached(self._observed, ts - 1))
+            if book.marks[DDL_SPAN].checkpoint_ts < ts:
+                self._use_safe_mode(sink, item.position)
+                await sink.apply([item.txn])
+                self.last_synced_ts = ts
+        else:
+            await self._wait(lambda: self._observed.get(DDL_SPAN, 0) >= ts)
+        book.advance(ts, item.position)
+        self._last_position = item.position
+        self.error = None
+
+    async def _wait(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            self._seen.clear()
+            await self._seen.wait()
+
+    def _use_safe_mode(self, sink: Sink, position: str) -> None:
+        """Safe mode until the reader passes the binlog end seen at the start (spread only)."""
+        if self._safe_until is not None and self._source.reached(position, self._safe_until):
+            self._safe_until = None
+            log.info("changefeed %s: caught up, safe mode off", self.feed)
+        sink.safe_mode = self._safe_until is not None
+
     async def _commit(self, sink: Sink, batch: list[SourceItem]) -> None:
         if not batch:
             return
-        txns = [i.txn for i in batch if not i.resolved]
+        book = self.book
+        txns = [book.keep(i.txn) for i in batch if not i.resolved]
         if txns:  # resolved markers move the checkpoint only: nothing to write downstream
+            self._use_safe_mode(sink, batch[-1].position)
             await sink.apply(txns)
-        self.checkpoint_ts = batch[-1].txn.commit_ts
-        self.position = batch[-1].position
+        book.advance(batch[-1].txn.commit_ts, batch[-1].position)
+        self._last_position = batch[-1].position
         self.applied_txns += len(txns)
         self.applied_rows += sum(len(t.rows) for t in txns)
         changed = [t.commit_ts for t in txns if t.rows or t.ddl is not None]
@@ -223,7 +325,7 @@ class Processor:
         self.error = None
 
     def _finish(self, target: int) -> None:
-        self.checkpoint_ts = max(self.checkpoint_ts, target)
+        self.book.advance(target, self._last_position)
         self.finished = True
         self.error = None
         log.info("changefeed %s: reached target ts %d", self.feed, target)

@@ -37,6 +37,15 @@ class ChangeSource(Protocol):
         """The token of the end of the upstream log now."""
         ...
 
+    async def tables(self, table_filter: TableFilter | None) -> list[tuple[str, str]]:
+        """The upstream's tables now, ``(schema, table)``, those ``table_filter`` passes (and
+        never a system schema's)."""
+        ...
+
+    def reached(self, position: str, end: str) -> bool:
+        """Whether a reader standing at ``position`` has read everything up to ``end``."""
+        ...
+
     def open(
         self, start: str, last_ts: int, table_filter: TableFilter | None
     ) -> AbstractAsyncContextManager[AsyncIterator[SourceItem]]:

@@ -8,7 +8,8 @@ replays ``put k @10`` and ``delete k @11``: both are ignored; ``put k @13`` then
 
 ``ClusterState.parse`` is a pure function of a mirror: captures, the owner (the election key
 with the lowest revision; election keys are written once, so mod = create revision), and each
-changefeed's info, status and task positions. Unreadable records are logged and skipped.
+changefeed's info, status, task positions and spans (``tributary.cdc.spans``), and the captures
+asked to drain. Unreadable records are logged and skipped.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from tributary.cdc.errors import BadRecord
 from tributary.cdc.keys import FeedId, KeyKind, Keys
 from tributary.cdc.model import CaptureInfo, ChangeFeedInfo, ChangeFeedStatus, TaskPosition
+from tributary.cdc.spans import TableAssign, TableProgress
 from tributary.coord.kv import KeyValue, WatchEvent, WatchEventKind
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,8 @@ class FeedView:
     info: ChangeFeedInfo | None = None
     status: ChangeFeedStatus | None = None
     tasks: dict[str, TaskPosition] = field(default_factory=dict)  # capture id -> position
+    assign: dict[str, TableAssign] = field(default_factory=dict)  # span -> its capture
+    progress: dict[str, TableProgress] = field(default_factory=dict)  # span -> checkpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,7 @@ class ClusterState:
     captures: dict[str, CaptureInfo] = field(default_factory=dict)
     owner: OwnerView | None = None
     feeds: dict[FeedId, FeedView] = field(default_factory=dict)
+    drains: set[str] = field(default_factory=set)  # captures asked to hand their spans over
 
     @classmethod
     def parse(cls, keys: Keys, mirror: Mirror) -> ClusterState:
@@ -101,6 +106,8 @@ class ClusterState:
                     state.captures[parsed.name] = CaptureInfo.from_json(entry.value)
                 elif parsed.kind is KeyKind.OWNER:
                     owners.append((entry.mod_revision, entry.value.decode(errors="replace")))
+                elif parsed.kind is KeyKind.DRAIN:
+                    state.drains.add(parsed.name)
                 else:
                     assert parsed.feed is not None
                     view = state.feeds.setdefault(parsed.feed, FeedView(parsed.feed))
@@ -108,6 +115,10 @@ class ClusterState:
                         view.info = ChangeFeedInfo.from_json(entry.value)
                     elif parsed.kind is KeyKind.STATUS:
                         view.status = ChangeFeedStatus.from_json(entry.value)
+                    elif parsed.kind is KeyKind.TABLE:
+                        view.assign[parsed.name] = TableAssign.from_json(entry.value)
+                    elif parsed.kind is KeyKind.PROGRESS:
+                        view.progress[parsed.name] = TableProgress.from_json(entry.value)
                     else:
                         view.tasks[parsed.name] = TaskPosition.from_json(entry.value)
             except BadRecord as e:

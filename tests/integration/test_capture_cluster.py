@@ -12,20 +12,17 @@ remove deletes the changefeed.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import aiohttp
 import pytest
 
+from tests.support.capture import Captures, get_json, wait_owner
 from tests.support.etcd import EtcdProcess
-from tests.support.net import free_port
 from tributary.checker.compare import compare
 from tributary.checker.errors import CheckerError
 
@@ -36,76 +33,6 @@ pytest_plugins = ["tests.support.mariadb"]
 pytestmark = pytest.mark.timeout(300)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class Captures:
-    def __init__(self, etcd: EtcdProcess, upstream: str, logs: Path) -> None:
-        self._etcd = etcd
-        self._upstream = upstream
-        self._logs = logs
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.ports: dict[str, int] = {}
-
-    def start(self, name: str) -> None:
-        port = free_port()
-        log = open(self._logs / f"{name}-{port}.log", "ab")
-        self.procs[name] = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "services.capture",
-                "server",
-                "--etcd",
-                self._etcd.endpoint,
-                "--addr",
-                f"127.0.0.1:{port}",
-                "--upstream",
-                self._upstream,
-                "--capture-id",
-                name,
-                "--capture-session-ttl",
-                "2",
-                "--checkpoint-interval",
-                "0.2",
-            ],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        log.close()
-        self.ports[name] = port
-
-    def kill(self, name: str) -> None:
-        proc = self.procs.pop(name)
-        proc.kill()
-        proc.wait()
-        self.ports.pop(name)
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.procs.clear()
-        self.ports.clear()
-
-    def any_server(self) -> str:
-        return f"127.0.0.1:{next(iter(self.ports.values()))}"
-
-    def cli(self, *args: str) -> Any:
-        out = subprocess.run(
-            [sys.executable, "-m", "services.capture", "cli", "--server", self.any_server(), *args],
-            cwd=ROOT,
-            capture_output=True,
-            timeout=60,
-        )
-        assert out.returncode == 0, out.stderr.decode()
-        return json.loads(out.stdout)
 
 
 @pytest.fixture
@@ -123,39 +50,10 @@ def captures(
             proc.wait()
 
 
-async def _get(port: int, path: str) -> Any:
-    async with (
-        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as s,
-        s.get(f"http://127.0.0.1:{port}{path}") as r,
-    ):
-        return await r.json()
-
-
-async def _owner(c: Captures) -> str | None:
-    for port in list(c.ports.values()):
-        try:
-            data = await _get(port, "/api/v2/captures")
-        except (aiohttp.ClientError, TimeoutError):
-            continue
-        owners = [i["id"] for i in data["items"] if i["is_owner"] and i["id"] in c.ports]
-        if data["total"] == len(c.ports) and owners:
-            return str(owners[0])
-    return None
-
-
-async def _wait_owner(c: Captures, within: float, not_: str = "") -> str:
-    async with asyncio.timeout(within):
-        while True:
-            owner = await _owner(c)
-            if owner is not None and owner != not_:
-                return owner
-            await asyncio.sleep(0.2)
-
-
 async def _runner(c: Captures) -> str:
     async with asyncio.timeout(30):
         while True:
-            data = await _get(next(iter(c.ports.values())), "/api/v2/processors")
+            data = await get_json(next(iter(c.ports.values())), "/api/v2/processors")
             live = [i["capture_id"] for i in data["items"] if i["capture_id"] in c.ports]
             if live:
                 return str(live[0])
@@ -192,7 +90,7 @@ async def test_cluster_failover_cli_and_restart(
     c, up, down = captures
     for name in ("c0", "c1", "c2"):
         c.start(name)
-    owner = await _wait_owner(c, 60)
+    owner = await wait_owner(c, 60)
 
     created = c.cli("changefeed", "create", "-c", "cf-1", "--sink-uri", down.dsn())
     assert created["id"] == "cf-1" and created["state"] == "normal"
@@ -204,7 +102,7 @@ async def test_cluster_failover_cli_and_restart(
 
     c.kill(owner)
     n = await _insert(up, n, 10)
-    new_owner = await _wait_owner(c, 60, not_=owner)  # the failover happens, however long
+    new_owner = await wait_owner(c, 60, not_=owner)  # the failover happens, however long
     assert new_owner != owner
     await _converged(up, down, n - 1)
 
@@ -232,7 +130,7 @@ async def test_cluster_failover_cli_and_restart(
     n = await _insert(up, n, 10)
     for name in ("c4", "c5", "c6"):
         c.start(name)
-    await _wait_owner(c, 60)
+    await wait_owner(c, 60)
     await _converged(up, down, n - 1)
     after = c.cli("changefeed", "query", "-c", "cf-1")
     assert after["checkpoint_tso"] >= before and after["state"] == "normal"
@@ -248,7 +146,7 @@ async def test_unknown_changefeed_config_keys_are_refused_by_name(
 ) -> None:
     c, _up, down = captures
     c.start("c0")
-    await _wait_owner(c, 60)
+    await wait_owner(c, 60)
     toml = tmp_path / "cf.toml"
     toml.write_text(
         'case-sensitive = true\n[filter]\nrules = ["shop.*"]\n[mounter]\nworker-num = 16\n'

@@ -138,11 +138,10 @@ async def test_an_idle_changefeed_keeps_moving_and_is_observable(
 
         # 3. The CLI: processors, and statistics, with --server after the command.
         [listed] = cli(port, "processor", "list")
-        assert {"changefeed_id": FEED, "namespace": "default", "capture_id": "c0"} in listed[
-            "items"
-        ]
+        mine = {"changefeed_id": FEED, "namespace": "default", "capture_id": "c0"}
+        assert {**mine, "table_ids": ["*"]} in listed["items"]  # a whole changefeed
         [detail] = cli(port, "processor", "query", "-c", FEED, "-p", "c0")
-        assert detail["table_ids"] == [] and detail["count"] == 6
+        assert detail["table_ids"] == ["*"] and detail["count"] == 6
         assert detail["checkpoint_ts"] > 0 and detail["error"] is None
         stats = cli(
             port, "changefeed", "statistics", "-c", FEED, "--interval", "0.5", "--iterations", "2"

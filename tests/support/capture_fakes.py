@@ -42,6 +42,13 @@ class FakeLog:
     async def current_position(self) -> str:
         return str(len(self.txns))
 
+    async def tables(self, table_filter: TableFilter | None) -> list[tuple[str, str]]:
+        names = [(TABLE.schema, TABLE.table), (OTHER.schema, OTHER.table)]
+        return [n for n in names if table_filter is None or table_filter.allows(*n)]
+
+    def reached(self, position: str, end: str) -> bool:
+        return int(position) >= int(end)
+
     @asynccontextmanager
     async def open(
         self, start: str, last_ts: int, table_filter: TableFilter | None

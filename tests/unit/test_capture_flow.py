@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 
 from services.capture.capture import Capture
 from services.capture.feeds import CreateRequest, Feeds
 from services.capture.manager import ProcessorManager
 from services.capture.processor import Processor, ProcessorOptions
+from services.capture.spanbook import SpanMark
 from services.capture.state import ClusterState, FeedView
 from tests.support.capture_fakes import FakeDownstream, FakeLog
 from tributary.cdc.keys import FeedId, Keys
 from tributary.cdc.model import CaptureInfo, FeedState, TaskPosition
+from tributary.cdc.spans import WHOLE_SPAN, TableAssign, TableProgress
 from tributary.coord.memory import MemoryKv
 from tributary.sinks import SinkError
 
@@ -64,12 +66,21 @@ async def _run_capture(capture: Capture) -> None:
 async def cluster(n: int = 3) -> AsyncIterator[Cluster]:
     kv, log, down = MemoryKv(), FakeLog(), FakeDownstream()
 
-    def factory(capture_id: str) -> Callable[[FeedView], Processor]:
-        def make(view: FeedView) -> Processor:
+    def factory(capture_id: str) -> Callable[[FeedView, Mapping[str, SpanMark]], Processor]:
+        def make(view: FeedView, spans: Mapping[str, SpanMark]) -> Processor:
             assert view.info is not None and view.status is not None
             opts = ProcessorOptions(batch_txns=4, backoff_min=0.05, backoff_max=0.1)
             return Processor(
-                "default", capture_id, view.feed, view.info, view.status, log, down.open, opts
+                "default",
+                capture_id,
+                view.feed,
+                view.info,
+                view.status,
+                log,
+                down.open,
+                opts,
+                spans=spans,
+                tables=frozenset(s for s in view.assign if "." in s),
             )
 
         return make
@@ -235,12 +246,21 @@ async def test_a_closed_manager_starts_no_processor() -> None:
     feeds = Feeds(kv, KEYS, log)
     await feeds.create(CreateRequest("cf-1", "blackhole://"))
     info, status = await feeds.get(FEED)
-    view = FeedView(FEED, info, status, tasks={"c0": TaskPosition()})
+    assert status is not None
+    claimed = TableProgress(status.checkpoint_ts, status.source_position, "c0")
+    view = FeedView(
+        FEED,
+        info,
+        status,
+        tasks={"c0": TaskPosition()},
+        assign={WHOLE_SPAN: TableAssign("c0")},
+        progress={WHOLE_SPAN: claimed},
+    )
     state = ClusterState(captures={"c0": CaptureInfo("c0", "127.0.0.1:8300")}, feeds={FEED: view})
 
-    def make(v: FeedView) -> Processor:
+    def make(v: FeedView, spans: Mapping[str, SpanMark]) -> Processor:
         assert v.info is not None and v.status is not None
-        return Processor("default", "c0", v.feed, v.info, v.status, log, down.open)
+        return Processor("default", "c0", v.feed, v.info, v.status, log, down.open, spans=spans)
 
     async with asyncio.timeout(10), asyncio.TaskGroup() as tg:  # a late processor: timeout
         manager = ProcessorManager(KEYS, "c0", make, tg)

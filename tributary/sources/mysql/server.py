@@ -171,6 +171,20 @@ async def binlog_end(conn: Any) -> Position:
     return Position(str(rows[0][0]), int(rows[0][1]), gtid.replace(" ", ""))
 
 
+async def list_tables(cfg: SourceConfig) -> list[tuple[str, str]]:
+    """Every base table of the server as ``(schema, table)``, system schemas included."""
+    async with connect(cfg) as conn:
+        try:
+            rows = await _rows(
+                conn,
+                "SELECT table_schema, table_name FROM information_schema.tables "
+                "WHERE table_type = 'BASE TABLE' ORDER BY 1, 2",
+            )
+        except DriverError as e:
+            raise _error(e, "cannot list the tables") from e
+    return [(str(a), str(b)) for a, b in rows]
+
+
 async def current_position(cfg: SourceConfig) -> Position:
     """The end of the server's binlog now (with MariaDB's GTID position, when it has one)."""
     async with connect(cfg) as conn:

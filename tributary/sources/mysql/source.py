@@ -101,6 +101,12 @@ def default_filter() -> TableFilter:
     return TableFilter(ignore_dbs=DEFAULT_IGNORE_DBS)
 
 
+async def list_tables(cfg: SourceConfig) -> list[tuple[str, str]]:
+    """The upstream's base tables, ``(schema, table)``, those the source's filter passes."""
+    flt = cfg.filter or default_filter()
+    return [(d, t) for d, t in await server.list_tables(cfg) if flt.allows(d, t)]
+
+
 async def current_position(cfg: SourceConfig) -> Position:
     """The end of the binlog now: a source opened there reads only what is written later."""
     return await server.current_position(cfg)

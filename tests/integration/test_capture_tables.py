@@ -1,0 +1,177 @@
+"""Tables spread over captures, for real: etcd, ``binlog-cdc server`` processes, MariaDB both ends.
+
+Proves, under a write load over six tables (transactions touching one to three tables,
+inserts, updates and deletes on a small key space) with DDL mid-run (ALTER TABLE of a
+scheduled table, CREATE TABLE of a new one and rows into it): a changefeed into MySQL is
+spread over three captures; one of them killed with SIGKILL has its tables moved to the
+others once its session expires; a fourth capture joining gets tables (rebalance); a drain
+through the API and the CLI empties a capture, its count falling to 0; the checker then says
+the downstream equals the upstream, table by table. ``capture list`` and ``processor list``
+show the tables of each capture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import pytest
+
+from tests.support.capture import Captures, wait_owner
+from tributary.checker.compare import compare
+from tributary.checker.errors import CheckerError
+
+if TYPE_CHECKING:
+    from tests.support.etcd import EtcdProcess
+    from tests.support.mariadb import InstanceFactory, MariaDBServer
+
+pytest_plugins = ["tests.support.mariadb"]
+pytestmark = pytest.mark.timeout(180)
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLES = [f"t{i}" for i in range(6)]
+
+
+async def _held(c: Captures) -> dict[str, list[str]]:
+    """Capture id -> the spans it holds (``capture list``)."""
+    data = await asyncio.to_thread(c.cli, "capture", "list")
+    return {i["id"]: sorted(s for v in i["tables"].values() for s in v) for i in data["items"]}
+
+
+async def _until(check: Any, within: float, what: str) -> Any:
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                got = await check()
+                if got:
+                    return got
+                await asyncio.sleep(0.3)
+    except TimeoutError:
+        raise AssertionError(f"not within {within} s: {what}") from None
+
+
+async def _load(up: MariaDBServer, stop: asyncio.Event, late: asyncio.Event) -> int:
+    """Random transactions until ``stop``; rows into ``shop.late`` once ``late`` is set."""
+    rng = random.Random(17)
+    n = 0
+    async with up.connect("shop") as conn, conn.cursor() as cur:
+        while not stop.is_set():
+            await cur.execute("BEGIN")
+            for table in rng.sample(TABLES, rng.randint(1, 3)):
+                key, op = rng.randint(1, 40), rng.random()
+                if op < 0.5:
+                    await cur.execute(
+                        f"INSERT INTO {table} (id, v) VALUES (%s, %s) "
+                        "ON DUPLICATE KEY UPDATE v = v + 1",
+                        (key, n),
+                    )
+                elif op < 0.8:
+                    await cur.execute(f"UPDATE {table} SET v = %s WHERE id = %s", (n, key))
+                else:
+                    await cur.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
+            if late.is_set():
+                await cur.execute("INSERT INTO late (v) VALUES (%s)", (n,))
+            await cur.execute("COMMIT")
+            n += 1
+            await asyncio.sleep(0.01)
+    return n
+
+
+async def _equal(up: MariaDBServer, down: MariaDBServer) -> bool:
+    try:
+        report = await compare(up.dsn("shop"), down.dsn("shop"))
+    except CheckerError:
+        return False
+    return report.equal and len(report.tables) == len(TABLES) + 1
+
+
+async def _drain(port: int, capture: str) -> int:
+    url = f"http://127.0.0.1:{port}/api/v2/captures/{capture}/drain"
+    async with aiohttp.ClientSession() as s, s.post(url) as r:
+        assert r.status == 202, await r.text()
+        return int((await r.json())["current_table_count"])
+
+
+async def test_tables_move_on_kill_join_and_drain_and_stay_equal(
+    etcd: EtcdProcess, tmp_path: Path, mariadb_instance: InstanceFactory
+) -> None:
+    up = mariadb_instance("up", "--binlog-row-metadata=FULL")
+    down = mariadb_instance("down")
+    c = Captures(etcd, up.dsn() + "?server-id=4242", tmp_path)
+    try:
+        await _run(c, up, down)
+    finally:
+        for proc in c.procs.values():
+            proc.kill()
+            proc.wait()
+
+
+async def _run(c: Captures, up: MariaDBServer, down: MariaDBServer) -> None:
+    for name in ("c0", "c1", "c2"):
+        c.start(name)
+    owner = await wait_owner(c, 60)
+    await up.execute("CREATE DATABASE shop")
+    for table in TABLES:
+        await up.execute(f"CREATE TABLE shop.{table} (id INT PRIMARY KEY, v INT)")
+        await up.execute(f"INSERT INTO shop.{table} VALUES (1, 0), (2, 0)")
+    await down.execute("CREATE DATABASE shop")
+    for table in TABLES:
+        await down.execute(f"CREATE TABLE shop.{table} (id INT PRIMARY KEY, v INT)")
+        await down.execute(f"INSERT INTO shop.{table} VALUES (1, 0), (2, 0)")
+    created = c.cli("changefeed", "create", "-c", "cf-1", "--sink-uri", down.dsn())
+    assert created["state"] == "normal"
+
+    stop, late = asyncio.Event(), asyncio.Event()
+    load = asyncio.create_task(_load(up, stop, late), name="load")
+    spans = {"#ddl", *(f"shop.{t}" for t in TABLES)}  # and MariaDB's sys.sys_config
+
+    async def spread() -> dict[str, list[str]] | None:
+        held = await _held(c)
+        ok = all(held.get(n) for n in ("c0", "c1", "c2"))
+        return held if ok and spans <= {s for v in held.values() for s in v} else None
+
+    await _until(spread, 60, "the tables spread over c0, c1 and c2")
+    victim = next(n for n in ("c0", "c1", "c2") if n != owner)
+    c.procs[victim].send_signal(9)  # SIGKILL: no resign, no revoke
+    c.procs.pop(victim).wait()
+    c.ports.pop(victim)
+    c.start("c3")
+
+    await up.execute("ALTER TABLE shop.t2 ADD COLUMN w INT NOT NULL DEFAULT 7")
+    await up.execute("CREATE TABLE shop.late (n INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+    late.set()
+
+    async def moved() -> bool:
+        held = await _held(c)
+        return victim not in held and bool(held.get("c3"))
+
+    await _until(moved, 60, f"{victim}'s tables moved and c3 given some")
+    drained = next(n for n in ("c0", "c1", "c2") if n not in (owner, victim))
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "services.capture", "cli", "--server", c.any_server(),
+         "capture", "drain", "-p", drained],
+        cwd=ROOT, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr.decode()
+    port = c.ports[owner]
+    await _until(lambda: _zero(port, drained), 60, f"{drained} drained")
+    processors = c.cli("processor", "list")["items"]
+    assert all(p["capture_id"] != drained for p in processors)
+    assert spans <= {s for p in processors for s in p["table_ids"]}
+
+    stop.set()
+    written = await load
+    assert written > 0
+    await _until(lambda: _equal(up, down), 60, "the downstream equal to the upstream")
+    status = c.cli("changefeed", "query", "-c", "cf-1")
+    assert status["state"] == "normal"
+
+
+async def _zero(port: int, capture: str) -> bool:
+    return await _drain(port, capture) == 0
