@@ -108,6 +108,10 @@ _FEED_KAFKA = _obj(
         "maxMessageBytes": {**_POSITIVE, "description": "bytes"},
         "dispatcher": {**_STR, "enum": ["table", "index-value", "ts"]},
         "topicRule": {**_STR, "description": "a table's topic, e.g. {schema}_{table}"},
+        "enableTidbExtension": {
+            "type": "boolean",
+            "description": "canal-json: commit ts and watermark events",
+        },
         "sasl": _KAFKA["properties"]["sasl"],
         "tls": _KAFKA["properties"]["tls"],
     },

@@ -56,6 +56,7 @@ _KAFKA_FIELDS = {
     "maxMessageBytes",
     "dispatcher",
     "topicRule",
+    "enableTidbExtension",
     "sasl",
     "tls",
 }
@@ -183,6 +184,14 @@ def _kafka(raw: object, where: str, problems: list[str]) -> FeedKafka | None:
             problems.append(f"{where}.topicRule: must be a string such as {{schema}}_{{table}}")
         else:
             options.append(("topic-rule", rule))
+    extension = k.get("enableTidbExtension")
+    if extension is not None:
+        if not isinstance(extension, bool):
+            problems.append(f"{where}.enableTidbExtension: {extension!r} must be true or false")
+        elif protocol != "canal-json":
+            problems.append(f"{where}.enableTidbExtension: only used with protocol canal-json")
+        elif extension:
+            options.append(("enable-tidb-extension", "true"))
     return FeedKafka(
         brokers=brokers,
         topic=topic,

@@ -65,12 +65,14 @@ def test_a_kafka_changefeed_gets_its_url_with_the_secret_credentials_and_mounted
 
 
 def test_the_capture_sink_reads_the_operator_url() -> None:
-    (f,) = feeds([{"id": "o", "kafka": {**KAFKA, "protocol": "canal-json"}}])
+    kafka = {**KAFKA, "protocol": "canal-json", "enableTidbExtension": True}
+    (f,) = feeds([{"id": "o", "kafka": kafka}])
     uri = urlsplit(sink_uri(f, ("app", "p/w@:x")))
     query = "&".join(p for p in uri.query.split("&") if not p.startswith("protocol="))
     s = parse_url(uri._replace(query=query), "canal-json")
     assert s.brokers == ("k-0:9092", "k-1:9092")
     assert (s.topic, s.partition_num, s.dispatcher) == ("orders", 6, "index-value")
+    assert s.extension and s.topic_rule == "{schema}_{table}"
     sec = s.security
     assert (sec.sasl_mechanism, sec.sasl_user, sec.sasl_password) == (
         "SCRAM-SHA-256",
@@ -114,6 +116,7 @@ def test_every_problem_is_listed() -> None:
                 "protocol": "avro",
                 "partitionNum": 0,
                 "dispatcher": "random",
+                "enableTidbExtension": "yes",
                 "sasl": {},
                 "tls": {"secretName": "ca", "certKey": "c"},
             },
@@ -135,6 +138,7 @@ def test_every_problem_is_listed() -> None:
         "changefeeds[3].kafka.protocol: 'avro'",
         "changefeeds[3].kafka.partitionNum: 0",
         "changefeeds[3].kafka.dispatcher: 'random'",
+        "changefeeds[3].kafka.enableTidbExtension: 'yes'",
         "changefeeds[3].kafka.sasl.secretName: required",
         "changefeeds[3].kafka.tls: certKey and keyKey go together",
         "changefeeds[3].startTS: -1",
