@@ -17,7 +17,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from bench.chaos.faults import VICTIMS
+from bench.chaos.faults import ACTIONS, KAFKA_VICTIMS, VICTIMS
 from bench.chaos.harness import Options, run
 
 
@@ -52,14 +52,25 @@ def parse(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]:
         help="the drainer's MySQL sink options (consistent=false: what consistent mode prevents)",
     )
     ap.add_argument(
+        "--kafka",
+        action="store_true",
+        help="drainer -> Kafka (exactly once) -> binlog-arbiter -> downstream; adds the victims "
+        f"{','.join(KAFKA_VICTIMS)}",
+    )
+    ap.add_argument("--actions", default=",".join(ACTIONS), help="kill, stop or both")
+    ap.add_argument(
         "--work-dir", type=Path, default=None, help="kept afterwards (default: a temp dir)"
     )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     victims = tuple(v for v in args.victims.split(",") if v)
-    unknown = set(victims) - set(VICTIMS)
+    known = VICTIMS + (KAFKA_VICTIMS if args.kafka else ())
+    unknown = set(victims) - set(known)
     if unknown or not victims:
-        ap.error(f"--victims: unknown {sorted(unknown)}; choose from {','.join(VICTIMS)}")
+        ap.error(f"--victims: unknown {sorted(unknown)}; choose from {','.join(known)}")
+    actions = tuple(a for a in args.actions.split(",") if a)
+    if not actions or set(actions) - set(ACTIONS):
+        ap.error(f"--actions: choose from {','.join(ACTIONS)}")
     seed = args.seed if args.seed is not None else int(time.time() * 1000) % 1_000_000
     opts = Options(
         cycles=args.cycles,
@@ -71,6 +82,8 @@ def parse(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]:
         writers=args.writers,
         victims=victims,
         sink_query=args.sink_query,
+        kafka=args.kafka,
+        actions=actions,
     )
     return opts, args
 
@@ -92,6 +105,11 @@ async def measure(opts: Options, work_dir: Path | None) -> tuple[dict[str, Any],
         "lost_rows": figures.lost_rows,
         "duplicated_rows": figures.duplicated_rows,
         "different_rows": figures.different_rows,
+        **(
+            {"kafka_messages": figures.kafka_messages, "kafka_duplicates": figures.kafka_duplicates}
+            if opts.kafka
+            else {}
+        ),
         **extra,
         "max_recovery_s": round(max(recovery), 2) if recovery else None,
         "mean_recovery_s": round(sum(recovery) / len(recovery), 2) if recovery else None,

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bench.chaos.kafka import KafkaSide
 from services.demo.cluster import DemoCluster, PumpNode
 from tests.support.mariadb import MariaDBServer
 from tributary.coord.election import current_leader
@@ -30,6 +31,7 @@ from tributary.tso.keys import LEADER_PREFIX
 log = logging.getLogger(__name__)
 
 VICTIMS = ("pump", "drainer", "downstream", "tso_leader", "etcd")
+KAFKA_VICTIMS = ("arbiter", "broker")  # with --kafka only
 ACTIONS = ("kill", "stop")
 KILL_HOLD = (0.2, 2.0)  # seconds a killed victim stays down
 STOP_HOLD = (1.0, 5.0)  # seconds a stopped victim stays frozen
@@ -63,9 +65,11 @@ class Deck:
         return self._left.pop()
 
 
-def draw(rng: random.Random, load_seconds: float, deck: Deck) -> Plan:
+def draw(
+    rng: random.Random, load_seconds: float, deck: Deck, actions: tuple[str, ...] = ACTIONS
+) -> Plan:
     victim = deck.next()
-    action = rng.choice(ACTIONS)
+    action = rng.choice(actions)
     at = rng.uniform(0.5, max(0.6, load_seconds / 2))
     hold = rng.uniform(*(KILL_HOLD if action == "kill" else STOP_HOLD))
     return Plan(victim, action, round(at, 3), round(hold, 3), rng.randrange(3))
@@ -78,6 +82,7 @@ class World(Protocol):
     downstream: MariaDBServer
     kv: Kv
     sink_url: str
+    kafka: KafkaSide | None
 
 
 Returned = Callable[[], object]
@@ -96,6 +101,10 @@ async def inject(world: World, plan: Plan, returned: Returned) -> str:
         return drainer.name
     if plan.victim == "etcd":
         return await _hit_etcd(world.cluster, plan, returned)
+    if plan.victim in KAFKA_VICTIMS:
+        if world.kafka is None:
+            raise ValueError(f"victim {plan.victim} needs --kafka")
+        return await _hit_kafka(world.kafka, plan, returned)
     pump = await _tso_leader(world) if plan.victim == "tso_leader" else None
     if pump is None:
         pump = world.cluster.pumps[plan.index % len(world.cluster.pumps)]
@@ -139,6 +148,21 @@ async def _hit_etcd(cluster: DemoCluster, plan: Plan, returned: Returned) -> str
     if plan.action == "kill":
         await cluster.restart_etcd_member(member)
     return member.name
+
+
+async def _hit_kafka(side: KafkaSide, plan: Plan, returned: Returned) -> str:
+    if plan.victim == "arbiter":
+        assert side.arbiter is not None
+        await _hit(side.arbiter.proc, plan, returned)
+        if plan.action == "kill":
+            side.start_arbiter()
+        return "arbiter"
+    proc = side.broker.proc
+    assert proc is not None
+    await _hit(proc, plan, returned)
+    if plan.action == "kill":
+        await side.restart_broker()  # on its data: topics, transactions, offsets kept
+    return "broker"
 
 
 async def _hit_downstream(server: MariaDBServer, plan: Plan, returned: Returned) -> str:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.chaos.faults import VICTIMS, Deck, Plan, draw, inject
+from bench.chaos.faults import ACTIONS, VICTIMS, Deck, Plan, draw, inject
+from bench.chaos.kafka import KafkaSide, duplicates, kafka_side
 from bench.chaos.watch import BankReader, TsoProbe
 from services.demo.cluster import DemoCluster
 from tests.support.mariadb import MariaDBServer, make_template, new_server
@@ -49,6 +50,8 @@ class Options:
     writers: int = 4
     victims: tuple[str, ...] = VICTIMS
     sink_query: str = "consistent=true"  # the MySQL sink's options (docs/drainer.md)
+    kafka: bool = False  # drainer -> Kafka (exactly once) -> binlog-arbiter -> downstream
+    actions: tuple[str, ...] = ACTIONS
 
 
 @dataclass
@@ -57,6 +60,8 @@ class Figures:
     plans: list[dict[str, Any]] = field(default_factory=list)
     lost_rows: int = 0
     duplicated_rows: int = 0
+    kafka_messages: int | None = None  # --kafka: transactions in the topic (read_committed)
+    kafka_duplicates: int | None = None  # --kafka: of them, seen before
     different_rows: int = 0
     recovery_s: list[float] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -70,6 +75,7 @@ class World:
     sink_url: str
     upstream_server: MariaDBServer
     pipe: Pipeline
+    kafka: KafkaSide | None = None
 
 
 @dataclass
@@ -80,17 +86,25 @@ class Load:
 
 
 @contextlib.asynccontextmanager
-async def world(work: Path, sink_query: str) -> AsyncIterator[World]:
+async def world(work: Path, sink_query: str, kafka: bool = False) -> AsyncIterator[World]:
     template = await asyncio.to_thread(make_template, work / "mariadb-template")
     up = new_server(template, work / "mariadb-upstream")
     down = new_server(template, work / "mariadb-downstream")
     (work / "cluster").mkdir()
     try:
         await asyncio.gather(asyncio.to_thread(up.start), asyncio.to_thread(down.start))
-        async with running_pipeline(work / "cluster", pumps=3, etcd_members=3) as pipe:
-            sink = f"{down.dsn()}?{sink_query}"
+        async with contextlib.AsyncExitStack() as stack:
+            side = None
+            if kafka:
+                side = await stack.enter_async_context(kafka_side(work / "kafka", down))
+            pipe = await stack.enter_async_context(
+                running_pipeline(work / "cluster", pumps=3, etcd_members=3)
+            )
+            sink = side.sink_url if side is not None else f"{down.dsn()}?{sink_query}"
             await pipe.cluster.start_drainer(sink)
-            yield World(pipe.cluster, down, pipe.kv, sink, up, pipe)
+            if side is not None:
+                side.start_arbiter()
+            yield World(pipe.cluster, down, pipe.kv, sink, up, pipe, side)
     finally:
         for server in (up, down):
             await asyncio.to_thread(server.stop)
@@ -101,7 +115,7 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
     deck = Deck(rng, opts.victims)
     figures = Figures()
     async with (
-        world(work, opts.sink_query) as w,
+        world(work, opts.sink_query, opts.kafka) as w,
         open_upstream(w.upstream_server.dsn(), writers=16) as upstream,
     ):
         loads = [
@@ -119,7 +133,7 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
         async with _background(reader.run(), probe.run()):
             await _settle(w, loads, figures, "setup")
             for cycle in range(1, opts.cycles + 1):
-                plan = draw(rng, opts.load_seconds, deck)
+                plan = draw(rng, opts.load_seconds, deck, opts.actions)
                 ok = await _cycle(w, loads, plan, cycle, opts, figures)
                 if not ok:
                     break
@@ -139,6 +153,12 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
             figures.violations.append(f"TSO went backwards: {probe.regressions[:5]}")
         if reader.complete == 0:
             figures.violations.append("the bank reader never saw every account downstream")
+        if w.kafka is not None:
+            figures.kafka_messages, figures.kafka_duplicates = await duplicates(w.kafka)
+            if figures.kafka_duplicates:
+                figures.violations.append(
+                    f"{figures.kafka_duplicates} transactions twice in the topic (exactly once)"
+                )
     return figures, extra
 
 
@@ -263,7 +283,10 @@ async def _settle(w: World, loads: list[Load], figures: Figures, what: str) -> b
             f"{what}: bank totals upstream {totals[0]}, downstream {totals[1]}, "
             f"expected {bank.expected_total}"
         )
-    for child in [*(p.child for p in w.cluster.pumps), *(d.child for d in w.cluster.drainers)]:
+    children = [*(p.child for p in w.cluster.pumps), *(d.child for d in w.cluster.drainers)]
+    if w.kafka is not None and w.kafka.arbiter is not None:
+        children.append(w.kafka.arbiter)
+    for child in children:
         if not child.running:
             figures.violations.append(
                 f"{what}: {child.name} exited by itself; see {child.log_path}"

@@ -22,8 +22,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from binlog_operator.feedspec import Actual
 from tributary.cdc.errors import BadRecord
-from tributary.cdc.keys import FeedId, KeyKind, Keys
+from tributary.cdc.keys import DEFAULT_NAMESPACE, FeedId, KeyKind, Keys
 from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus
 from tributary.coord.kv import KeyValue, Kv
 from tributary.sinks.urls import redact
@@ -36,6 +37,25 @@ async def read_changefeeds(kv: Kv, cluster_id: str) -> list[Entry]:
     """The status entries of every changefeed of capture cluster ``cluster_id``."""
     keys = Keys(cluster_id)
     return feed_entries(keys, await kv.get_prefix(keys.prefix))
+
+
+async def read_actual(kv: Kv, cluster_id: str) -> dict[str, Actual]:
+    """{id: changefeed} of capture cluster ``cluster_id``'s default namespace, with the full
+    sink URLs (for comparing, never for showing); an unreadable record is left out."""
+    keys = Keys(cluster_id)
+    found: dict[str, Actual] = {}
+    for record in await kv.get_prefix(keys.prefix):
+        parsed = keys.parse(record.key)
+        if parsed is None or parsed.feed is None or parsed.kind is not KeyKind.INFO:
+            continue
+        if parsed.feed.namespace != DEFAULT_NAMESPACE:
+            continue
+        try:
+            info = ChangeFeedInfo.from_json(record.value)
+        except BadRecord:
+            continue
+        found[parsed.feed.id] = Actual(parsed.feed.id, info.sink_uri, info.state.value)
+    return found
 
 
 def feed_entries(keys: Keys, records: Iterable[KeyValue]) -> list[Entry]:

@@ -98,6 +98,45 @@ _KAFKA = _obj(
     "sinkURI; credentials come from Secrets, never the ConfigMap",
 )
 
+_FEED_KAFKA = _obj(
+    {
+        "brokers": {"type": "array", "minItems": 1, "items": _STR, "description": "host:port"},
+        "topic": {**_STR, "description": "the default topic (DDLs, and rows without topicRule)"},
+        "protocol": {**_STR, "enum": ["canal-json", "open-protocol"]},
+        "partitionNum": _POSITIVE,
+        "replicationFactor": _POSITIVE,
+        "maxMessageBytes": {**_POSITIVE, "description": "bytes"},
+        "dispatcher": {**_STR, "enum": ["table", "index-value", "ts"]},
+        "topicRule": {**_STR, "description": "a table's topic, e.g. {schema}_{table}"},
+        "enableTidbExtension": {
+            "type": "boolean",
+            "description": "canal-json: commit ts and watermark events",
+        },
+        "sasl": _KAFKA["properties"]["sasl"],
+        "tls": _KAFKA["properties"]["tls"],
+    },
+    ["brokers", "topic"],
+    description="a Kafka sink (TiCDC's canal-json or open-protocol), instead of sinkURI; the "
+    "SASL credentials are read from the Secret into the sink URL, the TLS files are mounted in "
+    "the capture pods",
+)
+
+CHANGEFEED_ITEM = _obj(
+    {
+        "id": {**_STR, "pattern": "^[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*$", "maxLength": 128},
+        "sinkURI": {
+            **_STR,
+            "description": "the sink URL, without a password (required unless kafka is given)",
+        },
+        "kafka": _FEED_KAFKA,
+        "startTS": {**_INT, "description": "where a new changefeed starts (0: now)"},
+        "config": {**_FREE, "description": "TiCDC's replica config (filter, sink, ...)"},
+    },
+    ["id"],
+    description="a changefeed the operator keeps on the capture cluster (created, updated and "
+    "removed through the captures' HTTP API)",
+)
+
 DRAINER_ITEM = _obj(
     {
         "name": {**_STR, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 30},
@@ -152,6 +191,7 @@ SPEC = _obj(
                     ["name"],
                     description="the Secret key holding the upstream MySQL/MariaDB URL",
                 ),
+                "changefeeds": {"type": "array", "items": CHANGEFEED_ITEM},
             }
         ),
     },
@@ -194,6 +234,11 @@ STATUS = _obj(
         "pumps": {"type": "array", "items": _NODE},
         "drainers": {"type": "array", "items": _NODE},
         "changefeeds": {"type": "array", "items": _FEED},
+        "managedChangefeeds": {
+            "type": "array",
+            "items": _obj({"id": _STR, "configHash": _STR}),
+            "description": "the changefeeds the operator created (only those it removes)",
+        },
         "conditions": {"type": "array", "items": _CONDITION},
     },
 )

@@ -27,6 +27,7 @@ import kopf
 from binlog_operator import DRAINER_KIND, GROUP, PLURAL, PUMP_KIND, VERSION
 from binlog_operator.conditions import Change, ConditionWriter, KubeStatusStore
 from binlog_operator.configs import drainer_name
+from binlog_operator.feedsync import FeedSync, SyncOutcome, with_errors
 from binlog_operator.kube import Credentials, KubeClient, KubeError, ca_pem
 from binlog_operator.manifests import pump_pod, pump_selector
 from binlog_operator.noderes import DrainerProblem, sync_statuses
@@ -63,6 +64,7 @@ class Context:
         def closer_for(target: Target) -> PumpCloser:
             return HttpCloser(self.http, addresses, target)
 
+        self.feeds = FeedSync(self.kube, self.http, addresses, _open_kv, options.etcd_timeout)
         self.reconciler = Reconciler(
             self.kube,
             _open_kv,
@@ -108,6 +110,12 @@ class Context:
 async def _open_kv(endpoints: Any) -> AsyncIterator[Kv]:
     async with EtcdKv.connect(list(endpoints)) as kv:
         yield kv
+
+
+def managed_feeds(body: kopf.Body) -> dict[str, str]:
+    """{id: config hash} of the changefeeds the operator applied (status.managedChangefeeds)."""
+    items = (body.get("status") or {}).get("managedChangefeeds") or []
+    return {str(i["id"]): str(i.get("configHash", "")) for i in items if isinstance(i, dict)}
 
 
 def credentials(settings: kopf.OperatorSettings) -> Credentials:
@@ -279,6 +287,15 @@ async def refresh_status(
         spec, entries = ctx.reconciler.parse_with_entries(dict(body["spec"]))
     except SpecError:
         return  # reconcile reports it
+    synced: SyncOutcome | None = None
+    try:
+        synced = await ctx.feeds.sync(name, namespace, spec, managed_feeds(body))
+    except (KvError, KubeError, OSError, TimeoutError) as e:
+        log.warning("%s/%s: changefeeds not synced: %r", namespace, name, e)
+    else:
+        patch.status["managedChangefeeds"] = [
+            {"id": i, "configHash": h} for i, h in synced.managed.items()
+        ]
     try:
         seen = await ctx.reconciler.observe(name, namespace, spec)
     except (KvError, KubeError, OSError, TimeoutError) as e:
@@ -291,7 +308,9 @@ async def refresh_status(
     ready, why = readiness(pods, seen.pumps, drainers, seen.drainers)
     patch.status["pumps"] = node_entries(seen.pumps)
     patch.status["drainers"] = node_entries(seen.drainers)
-    patch.status["changefeeds"] = seen.changefeeds
+    declared = [f.id for f in spec.captures.changefeeds]
+    errors = synced.errors if synced is not None else {}
+    patch.status["changefeeds"] = with_errors(seen.changefeeds, declared, errors)
     patch.status["pumpsOnline"] = f"{online(seen.pumps, pods)}/{len(pods)}"
     patch.status["drainersOnline"] = f"{online(seen.drainers)}/{len(drainers)}"
     try:

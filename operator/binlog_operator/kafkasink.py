@@ -102,22 +102,8 @@ def parse_kafka(raw: object, where: str, problems: list[str]) -> KafkaSpec | Non
     k = dict(raw)
     unknown = sorted(set(k) - _FIELDS)
     problems += [f"{where}.{u}: unknown field" for u in unknown]
-    brokers = k.get("brokers")
-    if isinstance(brokers, str):
-        brokers = [b for b in brokers.split(",") if b]
-    if not isinstance(brokers, list) or not brokers:
-        problems.append(f"{where}.brokers: at least one broker host:port is required")
-        brokers = []
-    brokers = [str(b).strip() for b in brokers]
-    problems += [
-        f"{where}.brokers: {b!r} is not a host:port" for b in brokers if not _BROKER.match(b)
-    ]
-    topic = str(k.get("topic") or "")
-    if topic and (not _TOPIC.match(topic) or topic in (".", "..")):
-        problems.append(
-            f"{where}.topic: {topic!r} is not a Kafka topic name (letters, digits, '.', '_', "
-            "'-'; at most 249)"
-        )
+    brokers = parse_brokers(k.get("brokers"), f"{where}.brokers", problems)
+    topic = parse_topic(k.get("topic"), f"{where}.topic", problems)
     once = _bool(k.get("exactlyOnce", False), f"{where}.exactlyOnce", problems)
     txn_id = str(k.get("transactionalId") or "")
     if txn_id and not once:
@@ -126,7 +112,7 @@ def parse_kafka(raw: object, where: str, problems: list[str]) -> KafkaSpec | Non
     if client_id and not _CLIENT_ID.match(client_id):
         problems.append(f"{where}.clientId: {client_id!r} must be letters, digits, '.', '_', '-'")
     return KafkaSpec(
-        brokers=tuple(brokers),
+        brokers=brokers,
         topic=topic,
         exactly_once=once,
         transactional_id=txn_id,
@@ -141,9 +127,33 @@ def parse_kafka(raw: object, where: str, problems: list[str]) -> KafkaSpec | Non
             k.get("maxMessageSize"), f"{where}.maxMessageSize", problems
         ),
         client_id=client_id,
-        sasl=_sasl(k.get("sasl"), f"{where}.sasl", problems),
-        tls=_tls(k.get("tls"), f"{where}.tls", problems),
+        sasl=parse_sasl(k.get("sasl"), f"{where}.sasl", problems),
+        tls=parse_tls(k.get("tls"), f"{where}.tls", problems),
     )
+
+
+def parse_brokers(raw: object, where: str, problems: list[str]) -> tuple[str, ...]:
+    """A list (or a comma-separated string) of ``host:port``, at least one."""
+    brokers = raw
+    if isinstance(brokers, str):
+        brokers = [b for b in brokers.split(",") if b]
+    if not isinstance(brokers, list) or not brokers:
+        problems.append(f"{where}: at least one broker host:port is required")
+        brokers = []
+    found = tuple(str(b).strip() for b in brokers)
+    problems += [f"{where}: {b!r} is not a host:port" for b in found if not _BROKER.match(b)]
+    return found
+
+
+def parse_topic(raw: object, where: str, problems: list[str]) -> str:
+    """A Kafka topic name, or "" when not given."""
+    topic = str(raw or "")
+    if topic and (not _TOPIC.match(topic) or topic in (".", "..")):
+        problems.append(
+            f"{where}: {topic!r} is not a Kafka topic name (letters, digits, '.', '_', "
+            "'-'; at most 249)"
+        )
+    return topic
 
 
 _FIELDS = {
@@ -161,7 +171,8 @@ _FIELDS = {
 }
 
 
-def _sasl(raw: object, where: str, problems: list[str]) -> KafkaSasl | None:
+def parse_sasl(raw: object, where: str, problems: list[str]) -> KafkaSasl | None:
+    """``sasl``: the Secret and the keys of the user and password in it."""
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
@@ -174,7 +185,8 @@ def _sasl(raw: object, where: str, problems: list[str]) -> KafkaSasl | None:
     return KafkaSasl(secret, mechanism, user, password)
 
 
-def _tls(raw: object, where: str, problems: list[str]) -> KafkaTls | None:
+def parse_tls(raw: object, where: str, problems: list[str]) -> KafkaTls | None:
+    """``tls``: the Secret and the keys of the CA (and a client certificate) in it."""
     if raw is None:
         return None
     if not isinstance(raw, Mapping):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from binlog_operator import GROUP, KIND, MANAGER, VERSION, kafkasink
+from binlog_operator import GROUP, KIND, MANAGER, VERSION, feedspec, kafkasink
 from binlog_operator.configs import (
     CAPTURE_CLUSTER_ID,
     CAPTURE_PORT,
@@ -182,7 +182,27 @@ def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:
         env,
         https=True,
     )
+    pod = _with_feed_tls(pod, spec)
     return [service(name, lbl, ports), stateful_set(name, lbl, spec.captures.replicas, pod)]
+
+
+def _with_feed_tls(pod: Pod, spec: ClusterSpec) -> Pod:
+    """Each TLS Secret a declared changefeed's Kafka sink names, mounted read-only at
+    ``feedspec.tls_dir(secret)`` (the sink URL points there)."""
+    volumes: list[Obj] = []
+    mounts: list[Obj] = []
+    for i, (secret, keys) in enumerate(feedspec.tls_secrets(spec.captures.changefeeds).items()):
+        items = [{"key": key, "path": key} for key in keys]
+        volumes.append(
+            {
+                "name": f"feed-tls-{i}",
+                "secret": {"secretName": secret, "items": items, "defaultMode": 0o440},
+            }
+        )
+        mounts.append(
+            {"name": f"feed-tls-{i}", "mountPath": feedspec.tls_dir(secret), "readOnly": True}
+        )
+    return replace(pod, volumes=(*pod.volumes, *volumes), mounts=(*pod.mounts, *mounts))
 
 
 def _with_kafka(pod: Pod, d: DrainerSpec) -> Pod:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from binlog_operator.feedspec import FeedSpec, parse_feeds
 from binlog_operator.kafkasink import KafkaSpec, parse_kafka
 from tributary.errors import TributaryError
 from tributary.sinks.urls import redact
@@ -96,6 +97,8 @@ class CaptureSpec:
     resources: Mapping[str, Any] = field(default_factory=dict)
     # the upstream MySQL/MariaDB URL (it holds a password), passed as CDC_UPSTREAM
     upstream: SecretKey | None = None
+    # the changefeeds the operator keeps on the capture cluster (``feedspec``)
+    changefeeds: tuple[FeedSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ def parse(
         replicas=_count(captures_raw.get("replicas", 0), "captures.replicas", problems),
         resources=_map(captures_raw.get("resources"), "captures.resources", problems),
         upstream=_upstream(captures_raw.get("upstreamSecret"), problems),
+        changefeeds=parse_feeds(captures_raw.get("changefeeds"), problems),
     )
     if captures.replicas and captures.upstream is None:
         problems.append(

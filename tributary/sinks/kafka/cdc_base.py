@@ -8,6 +8,12 @@ auto-create-topic=true&ack-timeout=30`` plus, per protocol, ``enable-tidb-extens
 (``file:///DIR``), which TiCDC reads from ``[sink.kafka-config.large-message-handle]`` of the
 changefeed's config and this sink from its URL.
 
+Security, TiCDC's keys: ``enable-tls`` (false; true when ``ca`` is given), ``ca``, ``cert``, ``key``
+(PEM files on the capture's host), ``sasl-mechanism`` (``PLAIN``, ``SCRAM-SHA-256``,
+``SCRAM-SHA-512``; PLAIN when a user is given). The SASL user and password go in the URL's user
+part (``kafka://USER:PASSWORD@HOST:PORT/TOPIC``), where every place that shows a sink URL masks
+the password; TiCDC's ``sasl-user``/``sasl-password`` query keys are refused for that reason.
+
 * ``TOPIC`` (required) is the default topic: DDLs without a table (CREATE DATABASE) and every
   row when there is no ``topic-rule``; ``topic-rule`` names a table's topic from ``{schema}``
   and ``{table}``.
@@ -33,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import SplitResult, parse_qsl, unquote
 
 from aiokafka import AIOKafkaProducer
@@ -42,6 +48,7 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError, TopicAlreadyEx
 
 from tributary.change import RowChange, Txn
 from tributary.settings.parsers import parse_bool, parse_byte_size
+from tributary.sinks.kafka.options import SASL_MECHANISMS, Security
 from tributary.sinks.port import SinkError
 
 log = logging.getLogger(__name__)
@@ -74,6 +81,7 @@ class CdcSettings:
     ack_timeout: float = 30.0
     large_message: str = "none"
     claim_check_uri: str = ""
+    security: Security = field(default_factory=Security)
 
     def topic_of(self, schema: str, table: str) -> str:
         if not self.topic_rule or not table:
@@ -205,7 +213,8 @@ class TopicSink:
         return count
 
     async def _exists(self, topic: str) -> bool:
-        admin = AIOKafkaAdminClient(bootstrap_servers=list(self.settings.brokers))
+        s = self.settings
+        admin = AIOKafkaAdminClient(bootstrap_servers=list(s.brokers), **s.security.client_kwargs())
         await admin.start()
         try:
             return topic in await admin.list_topics()
@@ -214,7 +223,7 @@ class TopicSink:
 
     async def _create(self, topic: str) -> None:
         s = self.settings
-        admin = AIOKafkaAdminClient(bootstrap_servers=list(s.brokers))
+        admin = AIOKafkaAdminClient(bootstrap_servers=list(s.brokers), **s.security.client_kwargs())
         await admin.start()
         try:
             new = NewTopic(topic, s.partition_num, s.replication_factor)
@@ -241,6 +250,11 @@ _OPTIONS = {
     "topic-rule",
     "auto-create-topic",
     "ack-timeout",
+    "enable-tls",
+    "ca",
+    "cert",
+    "key",
+    "sasl-mechanism",
 }
 _PROTOCOL_OPTIONS = {
     "canal-json": {"enable-tidb-extension"},
@@ -254,7 +268,7 @@ def parse_url(url: SplitResult, protocol: str) -> CdcSettings:
     unknown = sorted(set(query) - known)
     if unknown:
         raise SinkError(f"{protocol} sink URL: unknown options {unknown}; known: {sorted(known)}")
-    brokers = tuple(b for b in url.netloc.split(",") if b)
+    brokers = tuple(b for b in url.netloc.rpartition("@")[2].split(",") if b)
     topic = unquote(url.path.strip("/"))
     if not brokers or not topic:
         raise SinkError(f"{protocol} sink URL needs brokers and a topic: {url.geturl()!r}")
@@ -292,6 +306,7 @@ def parse_url(url: SplitResult, protocol: str) -> CdcSettings:
             ack_timeout=float(query.get("ack-timeout", 30)),
             large_message=large,
             claim_check_uri=claim_uri,
+            security=_security(url, query, protocol),
         )
     except ValueError as e:
         raise SinkError(f"{protocol} sink URL {url.geturl()!r}: {e}") from e
@@ -299,6 +314,31 @@ def parse_url(url: SplitResult, protocol: str) -> CdcSettings:
     if min(numbers) < 1 or s.ack_timeout <= 0:
         raise SinkError(f"{protocol} sink URL: the numbers must be positive")
     return s
+
+
+def _security(url: SplitResult, query: dict[str, str], protocol: str) -> Security:
+    """TLS and SASL from TiCDC's keys and the URL's user part."""
+    user = unquote(url.username or "")
+    mechanism = query.get("sasl-mechanism", "").upper() or ("PLAIN" if user else "")
+    if mechanism and mechanism not in SASL_MECHANISMS:
+        raise SinkError(f"{protocol} sink URL: sasl-mechanism must be one of {SASL_MECHANISMS}")
+    if mechanism and not user:
+        raise SinkError(
+            f"{protocol} sink URL: sasl-mechanism needs a user: kafka://USER:PASSWORD@HOST:PORT/"
+        )
+    ca = query.get("ca", "")
+    cert, key = query.get("cert", ""), query.get("key", "")
+    if bool(cert) != bool(key):
+        raise SinkError(f"{protocol} sink URL: cert and key go together")
+    return Security(
+        tls=parse_bool(query.get("enable-tls", "false")) or bool(ca),
+        ssl_ca=ca,
+        ssl_cert=cert,
+        ssl_key=key,
+        sasl_mechanism=mechanism,
+        sasl_user=user,
+        sasl_password=unquote(url.password or ""),
+    )
 
 
 async def open_producer(s: CdcSettings) -> AIOKafkaProducer:
@@ -309,6 +349,7 @@ async def open_producer(s: CdcSettings) -> AIOKafkaProducer:
         max_request_size=s.max_message_bytes + 1024,
         request_timeout_ms=int(s.ack_timeout * 1000),
         linger_ms=5,
+        **s.security.client_kwargs(),
     )
     try:
         await producer.start()

@@ -1,0 +1,318 @@
+"""The changefeeds a BinlogCluster declares (``captures.changefeeds[]``): parsing, the sink URL
+each one gets, and the plan that brings the capture cluster's changefeeds to them (pure).
+
+A changefeed names its sink either as ``sinkURI`` (a URL without a password: it is stored in the
+cluster's spec) or as ``kafka`` (brokers, topic, TiCDC protocol and options, SASL credentials and
+TLS files from Secrets, as a drainer's ``kafka`` block). The operator reads the SASL Secret and
+puts the user and password in the URL's user part (the capture cluster keeps the sink URL in
+etcd, as TiCDC does, and every view of it masks the password); the TLS Secret is mounted in the
+capture pods at ``KAFKA_TLS_DIR/<secret>``, and the URL names those files.
+
+Invariants: only changefeeds the operator created (``managed``, kept in the cluster's status) are
+ever removed, so a changefeed made with ``binlog-cdc cli`` is left alone; a changefeed is updated
+(paused, its sink and config replaced, resumed if it ran) only when its sink URL differs from the
+declared one or its declared config changed since the operator applied it; nothing is done twice
+for one difference.
+
+Worked example: declared ``{id: orders, kafka: {brokers: [k:9092], topic: o, protocol:
+canal-json, sasl: {secretName: ku}}}`` with Secret ``ku`` = ``{username: app, password: p/w}``
+gives the URL ``kafka://app:p%2Fw@k:9092/o?protocol=canal-json``. If the capture cluster has no
+``orders``, the plan is ``create``; if it has it with another topic, ``update``; once ``orders``
+leaves the spec while ``managed`` lists it, ``remove``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from binlog_operator.kafkasink import (
+    KAFKA_TLS_DIR,
+    KafkaSasl,
+    KafkaTls,
+    parse_brokers,
+    parse_sasl,
+    parse_tls,
+    parse_topic,
+)
+
+PROTOCOLS = ("canal-json", "open-protocol")
+DISPATCHERS = ("table", "index-value", "ts")
+_ID = re.compile(r"^[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*$")  # TiCDC's changefeed id rule
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@?#]*:[^/@?#]*@")
+_FIELDS = {"id", "sinkURI", "kafka", "startTS", "config"}
+_KAFKA_FIELDS = {
+    "brokers",
+    "topic",
+    "protocol",
+    "partitionNum",
+    "replicationFactor",
+    "maxMessageBytes",
+    "dispatcher",
+    "topicRule",
+    "enableTidbExtension",
+    "sasl",
+    "tls",
+}
+# TiCDC's URL keys for the numeric options
+_KAFKA_NUMBERS = {
+    "partitionNum": "partition-num",
+    "replicationFactor": "replication-factor",
+    "maxMessageBytes": "max-message-bytes",
+}
+
+
+@dataclass(frozen=True)
+class FeedKafka:
+    brokers: tuple[str, ...]
+    topic: str
+    protocol: str = "canal-json"
+    options: tuple[tuple[str, str], ...] = ()  # TiCDC URL keys, in a stable order
+    sasl: KafkaSasl | None = None
+    tls: KafkaTls | None = None
+
+
+@dataclass(frozen=True)
+class FeedSpec:
+    id: str
+    sink_uri: str = ""  # "" when ``kafka`` names the sink
+    kafka: FeedKafka | None = None
+    start_ts: int = 0  # 0: now (only used when the changefeed is created)
+    config: Mapping[str, Any] = field(default_factory=dict)  # TiCDC replica config, as given
+
+    @property
+    def config_hash(self) -> str:
+        """A fingerprint of the declared config: the part of a changefeed etcd cannot compare."""
+        raw = json.dumps(self.config, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def parse_feeds(raw: object, problems: list[str]) -> tuple[FeedSpec, ...]:
+    """``captures.changefeeds``; every problem appended to ``problems``."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        problems.append("captures.changefeeds: must be a list")
+        return ()
+    feeds = tuple(_feed(f, f"captures.changefeeds[{i}]", problems) for i, f in enumerate(raw))
+    ids = [f.id for f in feeds]
+    problems += [
+        f"captures.changefeeds: id {i!r} is used twice"
+        for i in sorted(set(ids))
+        if ids.count(i) > 1
+    ]
+    return feeds
+
+
+def _feed(raw: object, where: str, problems: list[str]) -> FeedSpec:
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: must be an object, not {type(raw).__name__}")
+        return FeedSpec(id="")
+    f = dict(raw)
+    problems += [f"{where}.{u}: unknown field" for u in sorted(set(f) - _FIELDS)]
+    feed_id = str(f.get("id") or "")
+    if not _ID.match(feed_id) or len(feed_id) > 128:
+        problems.append(
+            f"{where}.id: {feed_id!r} must be letters and digits, with single '-' between them"
+        )
+    sink = str(f.get("sinkURI") or "")
+    kafka = _kafka(f.get("kafka"), f"{where}.kafka", problems)
+    if sink and kafka is not None:
+        problems.append(f"{where}: sinkURI and kafka name the sink twice; give one of them")
+    elif not sink and kafka is None:
+        problems.append(f"{where}: a sink is required (sinkURI or kafka)")
+    elif sink and not _URL.match(sink):
+        problems.append(f"{where}.sinkURI: {sink!r} must be a URL such as mysql://user@host:3306/")
+    elif sink and _URL_PASSWORD.match(sink):
+        problems.append(
+            f"{where}.sinkURI: a URL with a password would be stored in the spec; use kafka with "
+            "sasl.secretName (a Secret) instead"
+        )
+        sink = ""
+    start = f.get("startTS", 0)
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+        problems.append(f"{where}.startTS: {start!r} must be a non-negative integer")
+        start = 0
+    config = f.get("config") or {}
+    if not isinstance(config, Mapping):
+        problems.append(f"{where}.config: must be an object (TiCDC's replica config)")
+        config = {}
+    return FeedSpec(feed_id, sink, kafka, start, dict(config))
+
+
+def _kafka(raw: object, where: str, problems: list[str]) -> FeedKafka | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: must be an object, not {type(raw).__name__}")
+        return None
+    k = dict(raw)
+    problems += [f"{where}.{u}: unknown field" for u in sorted(set(k) - _KAFKA_FIELDS)]
+    brokers = parse_brokers(k.get("brokers"), f"{where}.brokers", problems)
+    topic = parse_topic(k.get("topic"), f"{where}.topic", problems)
+    if not topic:
+        problems.append(f"{where}.topic: required (the changefeed's default topic)")
+    protocol = str(k.get("protocol", "canal-json"))
+    if protocol not in PROTOCOLS:
+        problems.append(f"{where}.protocol: {protocol!r} must be one of {', '.join(PROTOCOLS)}")
+    options: list[tuple[str, str]] = []
+    for name, key in _KAFKA_NUMBERS.items():
+        value = k.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"{where}.{name}: {value!r} must be an integer of at least 1")
+        else:
+            options.append((key, str(value)))
+    dispatcher = k.get("dispatcher")
+    if dispatcher is not None:
+        if dispatcher not in DISPATCHERS:
+            problems.append(
+                f"{where}.dispatcher: {dispatcher!r} must be one of {', '.join(DISPATCHERS)}"
+            )
+        else:
+            options.append(("dispatcher", str(dispatcher)))
+    rule = k.get("topicRule")
+    if rule is not None:
+        if not isinstance(rule, str) or not rule:
+            problems.append(f"{where}.topicRule: must be a string such as {{schema}}_{{table}}")
+        else:
+            options.append(("topic-rule", rule))
+    extension = k.get("enableTidbExtension")
+    if extension is not None:
+        if not isinstance(extension, bool):
+            problems.append(f"{where}.enableTidbExtension: {extension!r} must be true or false")
+        elif protocol != "canal-json":
+            problems.append(f"{where}.enableTidbExtension: only used with protocol canal-json")
+        elif extension:
+            options.append(("enable-tidb-extension", "true"))
+    return FeedKafka(
+        brokers=brokers,
+        topic=topic,
+        protocol=protocol,
+        options=tuple(options),
+        sasl=parse_sasl(k.get("sasl"), f"{where}.sasl", problems),
+        tls=parse_tls(k.get("tls"), f"{where}.tls", problems),
+    )
+
+
+def tls_dir(secret: str) -> str:
+    """Where the capture pods mount a changefeed's TLS Secret."""
+    return f"{KAFKA_TLS_DIR}/{secret}"
+
+
+def tls_secrets(feeds: tuple[FeedSpec, ...]) -> dict[str, tuple[str, ...]]:
+    """{TLS Secret: its keys the URLs name}, for the capture pods' volumes."""
+    found: dict[str, set[str]] = {}
+    for f in feeds:
+        t = f.kafka.tls if f.kafka is not None else None
+        if t is not None:
+            found.setdefault(t.secret, set()).update(
+                k for k in (t.ca_key, t.cert_key, t.key_key) if k
+            )
+    return {s: tuple(sorted(keys)) for s, keys in sorted(found.items())}
+
+
+def sink_uri(f: FeedSpec, credentials: tuple[str, str] | None = None) -> str:
+    """The URL the changefeed is created with; ``credentials`` = (user, password) read from the
+    SASL Secret (required when the feed has ``kafka.sasl``)."""
+    k = f.kafka
+    if k is None:
+        return f.sink_uri
+    user = ""
+    if k.sasl is not None:
+        if credentials is None:
+            raise ValueError(f"changefeed {f.id}: the SASL credentials are needed")
+        name, password = credentials
+        user = f"{quote(name, safe='')}:{quote(password, safe='')}@"
+    query: list[tuple[str, str]] = [("protocol", k.protocol), *k.options]
+    if k.sasl is not None:
+        query.append(("sasl-mechanism", k.sasl.mechanism))
+    if k.tls is not None:
+        d = tls_dir(k.tls.secret)
+        query += [("enable-tls", "true"), ("ca", f"{d}/{k.tls.ca_key}")]
+        if k.tls.cert_key:
+            query += [("cert", f"{d}/{k.tls.cert_key}"), ("key", f"{d}/{k.tls.key_key}")]
+    topic = quote(k.topic, safe="")
+    return f"kafka://{user}{','.join(k.brokers)}/{topic}?{urlencode(query)}"
+
+
+@dataclass(frozen=True)
+class Actual:
+    """A changefeed as the capture cluster holds it."""
+
+    id: str
+    sink_uri: str
+    state: str
+
+
+@dataclass(frozen=True)
+class Action:
+    """One step: ``create``, ``update`` (pause if running, replace, resume unless it was
+    paused by hand) or ``remove``."""
+
+    kind: str
+    id: str
+    sink_uri: str = ""
+    feed: FeedSpec | None = None
+    pause: bool = False  # update: pause first (it runs)
+    resume: bool = False  # update: resume after (it ran, or failed)
+
+
+_STOPPED = ("stopped", "failed")  # states an update is accepted in without pausing first
+_DONE = ("finished", "removed")
+
+
+def plan(
+    wanted: Mapping[str, tuple[FeedSpec, str]],
+    actual: Mapping[str, Actual],
+    managed: Mapping[str, str],
+) -> list[Action]:
+    """The steps from ``actual`` to ``wanted`` ({id: (feed, its sink URL)}); ``managed`` is
+    {id: config hash} of the changefeeds the operator applied. Creations and updates in id
+    order, then removals."""
+    steps: list[Action] = []
+    for feed_id in sorted(wanted):
+        feed, uri = wanted[feed_id]
+        have = actual.get(feed_id)
+        if have is None:
+            steps.append(Action("create", feed_id, uri, feed))
+            continue
+        if have.state in _DONE:
+            continue  # TiCDC refuses to update a finished changefeed; status shows it
+        config_changed = feed_id in managed and managed[feed_id] != feed.config_hash
+        if have.sink_uri != uri or config_changed:
+            pause = have.state not in _STOPPED
+            steps.append(Action("update", feed_id, uri, feed, pause, have.state != "stopped"))
+    steps += [
+        Action("remove", feed_id)
+        for feed_id in sorted(managed)
+        if feed_id not in wanted and feed_id in actual
+    ]
+    return steps
+
+
+def still_managed(
+    wanted: Mapping[str, tuple[FeedSpec, str]],
+    actual: Mapping[str, Actual],
+    managed: Mapping[str, str],
+    applied: Mapping[str, str],
+    removed: set[str],
+) -> dict[str, str]:
+    """The ``managed`` record after a pass that applied ``applied`` ({id: config hash}) and
+    removed ``removed``: a declared changefeed the capture cluster has is managed (one found
+    there already is adopted with its declared config), a failed step leaves the record as it
+    was (so it is tried again), and one gone from both spec and capture cluster is forgotten."""
+    kept = {i: h for i, h in managed.items() if (i in actual or i in applied) and i not in removed}
+    for feed_id, (feed, _) in wanted.items():
+        if feed_id in applied:
+            kept[feed_id] = applied[feed_id]
+        elif feed_id in actual and feed_id not in kept:
+            kept[feed_id] = feed.config_hash
+    return {i: kept[i] for i in sorted(kept)}
