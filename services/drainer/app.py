@@ -52,6 +52,7 @@ from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv, KvError
 from tributary.ddlhistory import DdlHistory, KvDdlHistory, TidbHttpDdlHistory
 from tributary.registry.heartbeat import Heartbeat
+from tributary.registry.offline import check_marker, write_marker
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
 from tributary.servicekit.net import status_addr
@@ -175,6 +176,7 @@ async def serve(
     ) as node:
         node_id, sock, advertise = node.node_id, node.sock, node.advertise
         ctx = ContextAdapter(log, {"node_id": node_id})
+        check_marker(data_dir, cfg.rejoin, "drainer")  # a closed drainer stays offline
         async with AsyncExitStack() as stack:
             kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))
             clock = await discover(kv, cfg.pd_urls, create=True)
@@ -243,6 +245,8 @@ async def serve(
                 latest=LatestTs(kv, clock) if clock.pd else None,
             )
             final = await _run(drainer, sock, stop, stack, started, cluster_id, first)
+            if final is NodeState.OFFLINE:
+                write_marker(data_dir, node_id)
             ctx.info("stopped at checkpoint %d; recorded state %s", checkpointer.saved_ts, final)
             return final
 

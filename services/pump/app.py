@@ -14,7 +14,7 @@ Exit: an operator ``pause`` or a stop signal refuses new prewrites, stops the
 servers and records ``paused``; ``close`` first waits until every drainer has
 consumed this pump's binlogs, then records ``offline`` and leaves the offline
 marker in the data directory: the next start refuses unless ``--rejoin``
-(``services.pump.offline``).
+(``tributary.registry.offline``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from services.pump.api import PumpApi, PumpBatchApi, PumpStatsApi
 from services.pump.http import routes
 from services.pump.intake import Intake
 from services.pump.metrics import PumpMetrics
-from services.pump.offline import check_marker, write_marker
 from services.pump.pullwire import PumpCodec
 from services.pump.registration import Registration
 from services.pump.state import Action, PumpState
@@ -50,6 +49,7 @@ from tributary.config.pump import PumpConfig
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.etcd_relay import EtcdRelay
 from tributary.registry.heartbeat import Heartbeat
+from tributary.registry.offline import check_marker, write_marker
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
 from tributary.servicekit.net import status_addr

@@ -4,6 +4,7 @@ savepoint and pause-drainer, and close -> offline."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from tests.support.etcd import EtcdProcess
 from tests.support.net import free_port
 from tests.support.pump import pump_config, running_pump
 from tributary.coord.etcd import EtcdKv
+from tributary.registry.offline import MARKER, OfflineMarked
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState
 from tributary.wire.binlog import CisternStub, DumpBinlogReq, DumpDdlJobsReq, NotifyReq
@@ -89,6 +91,19 @@ async def test_http_grpc_and_close_to_offline(etcd: EtcdProcess, tmp_path: Path)
         assert record is not None and record.state is NodeState.OFFLINE
         store = FileCheckpoint(tmp_path / "d")
         assert await store.load() == 0 and store.consistent is True
+
+        # a closed drainer stays offline when its process is started again (a pod's container
+        # restarted by the kubelet before its StatefulSet goes), unless told to rejoin
+        assert (tmp_path / "d" / MARKER).exists()
+        with pytest.raises(OfflineMarked, match="DRAINER_REJOIN"):
+            async with running_drainer(cfg, InOrderSink()):
+                pass
+        record = await NodeRegistry(kv).get(NodeKind.DRAINER, node_id)
+        assert record is not None and record.state is NodeState.OFFLINE
+        async with running_drainer(dataclasses.replace(cfg, rejoin=True), InOrderSink()):
+            record = await NodeRegistry(kv).get(NodeKind.DRAINER, node_id)
+            assert record is not None and record.state is NodeState.ONLINE
+        assert not (tmp_path / "d" / MARKER).exists()
 
 
 async def test_starts_from_generate_meta_and_pauses_through_binlogctl(

@@ -10,10 +10,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from services.pump.offline import MARKER
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import pump_config, running_pump, start_pump_process
 from tributary.coord.etcd import EtcdKv
+from tributary.registry.offline import MARKER
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from services.pump.app import serve
-from services.pump.offline import MARKER, OfflineMarked, check_marker, write_marker
 from tributary.config.pump import PumpConfig
+from tributary.registry.offline import MARKER, OfflineMarked, check_marker, write_marker
 from tributary.settings import ListenSettings
 
 T0 = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)

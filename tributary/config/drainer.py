@@ -500,6 +500,11 @@ class DrainerConfig:
     checkpoint_interval: float = setting(
         3.0, "seconds between two checkpoint saves (and one at shutdown)", kind=DURATION
     )
+    rejoin: bool = setting(
+        False,
+        "start although this data directory's drainer was taken offline (removes its OFFLINE "
+        "marker; without it such a drainer refuses to start)",
+    )
     log: LogSettings = group(LogSettings, "logging", inline=True)
     syncer: SyncerConfig = group(SyncerConfig, "the sink")
     security: SecuritySettings = group(SecuritySettings, "TLS for gRPC and HTTP")
