@@ -5,7 +5,10 @@ the plan's fault fires at its moment and the victim comes back; the writers keep
 the rest of the cycle, then stop between transactions. Checks, in order: the downstream
 checkpoint reaches the last commit ts (the drainer caught up, within ``CATCH_UP``); the checker
 finds every table equal (missing rows are lost, extra rows duplicated, different rows either);
-the bank total is the invariant on both sides; every process is still running. Recovery of a
+the bank total is the invariant on both sides; with the capture cluster, its downstream becomes
+equal to the upstream too (within ``CATCH_UP``; what is still missing or extra then counts as
+lost or duplicated) and no two captures owned the cluster at once (``captures.OwnerWatch``);
+every process is still running. Recovery of a
 cycle: from the victim's return until the downstream checkpoint passes a timestamp taken at
 that moment (the pipeline delivers again).
 """
@@ -22,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.chaos.faults import VICTIMS, Deck, Plan, draw, inject
+from bench.chaos.captures import Captures, OwnerWatch
+from bench.chaos.faults import CAPTURE_VICTIMS, VICTIMS, Deck, Plan, draw, inject
 from bench.chaos.watch import BankReader, TsoProbe
 from services.demo.cluster import DemoCluster
 from tests.support.mariadb import MariaDBServer, make_template, new_server
@@ -70,6 +74,8 @@ class World:
     sink_url: str
     upstream_server: MariaDBServer
     pipe: Pipeline
+    captures: Captures | None = None
+    capture_down: MariaDBServer | None = None
 
 
 @dataclass
@@ -80,19 +86,42 @@ class Load:
 
 
 @contextlib.asynccontextmanager
-async def world(work: Path, sink_query: str) -> AsyncIterator[World]:
+async def world(work: Path, sink_query: str, captures: bool) -> AsyncIterator[World]:
+    """Everything; with ``captures`` also three captures into a MariaDB of their own."""
     template = await asyncio.to_thread(make_template, work / "mariadb-template")
-    up = new_server(template, work / "mariadb-upstream")
+    up = new_server(template, work / "mariadb-upstream", ["--binlog-row-metadata=FULL"])
     down = new_server(template, work / "mariadb-downstream")
+    servers = [up, down]
+    if captures:
+        servers.append(new_server(template, work / "mariadb-capture"))
     (work / "cluster").mkdir()
+    cdc: Captures | None = None
     try:
-        await asyncio.gather(asyncio.to_thread(up.start), asyncio.to_thread(down.start))
+        await asyncio.gather(*(asyncio.to_thread(s.start) for s in servers))
         async with running_pipeline(work / "cluster", pumps=3, etcd_members=3) as pipe:
             sink = f"{down.dsn()}?{sink_query}"
             await pipe.cluster.start_drainer(sink)
-            yield World(pipe.cluster, down, pipe.kv, sink, up, pipe)
+            if captures:
+                assert pipe.cluster.etcd is not None
+                (work / "captures").mkdir()
+                cdc = Captures(
+                    work / "captures", pipe.cluster.etcd.urls, f"{up.dsn()}?server-id=4242"
+                )
+                await cdc.start_all(pipe.kv, servers[2].dsn())
+            yield World(
+                pipe.cluster,
+                down,
+                pipe.kv,
+                sink,
+                up,
+                pipe,
+                cdc,
+                servers[2] if captures else None,
+            )
     finally:
-        for server in (up, down):
+        if cdc is not None:
+            cdc.kill_all()
+        for server in servers:
             await asyncio.to_thread(server.stop)
 
 
@@ -101,7 +130,7 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
     deck = Deck(rng, opts.victims)
     figures = Figures()
     async with (
-        world(work, opts.sink_query) as w,
+        world(work, opts.sink_query, bool(set(opts.victims) & set(CAPTURE_VICTIMS))) as w,
         open_upstream(w.upstream_server.dsn(), writers=16) as upstream,
     ):
         loads = [
@@ -116,7 +145,11 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
         assert isinstance(bank, Bank)
         reader = BankReader(w.downstream, bank.accounts, bank.expected_total)
         probe = TsoProbe(w.pipe.tso)
-        async with _background(reader.run(), probe.run()):
+        watches = [reader.run(), probe.run()]
+        owners = None if w.captures is None else OwnerWatch(w.captures, w.kv)
+        if owners is not None:
+            watches.append(owners.run())
+        async with _background(*watches):
             await _settle(w, loads, figures, "setup")
             for cycle in range(1, opts.cycles + 1):
                 plan = draw(rng, opts.load_seconds, deck)
@@ -133,6 +166,12 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
             "rollbacks": sum(x.env.stats.rollbacks for x in loads),
             "retries": sum(x.env.stats.retries for x in loads),
         }
+        if owners is not None:
+            extra["owner_samples"] = owners.samples
+            extra["owners"] = len(owners.owners)
+            extra["owner_overlaps"] = len(owners.overlaps)
+            if owners.overlaps:
+                figures.violations.append(f"two capture owners at once: {owners.overlaps[:5]}")
         if reader.half:
             figures.violations.append(f"half transactions visible downstream: {reader.half[:5]}")
         if probe.regressions:
@@ -263,9 +302,40 @@ async def _settle(w: World, loads: list[Load], figures: Figures, what: str) -> b
             f"{what}: bank totals upstream {totals[0]}, downstream {totals[1]}, "
             f"expected {bank.expected_total}"
         )
+    if w.captures is not None:
+        await _captured(w, figures, what)
     for child in [*(p.child for p in w.cluster.pumps), *(d.child for d in w.cluster.drainers)]:
         if not child.running:
             figures.violations.append(
                 f"{what}: {child.name} exited by itself; see {child.log_path}"
             )
     return True
+
+
+async def _captured(w: World, figures: Figures, what: str) -> None:
+    """The capture downstream becomes equal to the upstream; every capture still runs."""
+    assert w.captures is not None and w.capture_down is not None
+    deadline = time.monotonic() + CATCH_UP
+    while True:
+        try:
+            report = await compare(w.upstream_server.dsn(), w.capture_down.dsn())
+        except Exception as e:  # a schema not created downstream yet
+            log.info("%s: capture downstream not comparable yet: %r", what, e)
+            report = None
+        if report is not None and report.equal:
+            break
+        if time.monotonic() > deadline:
+            if report is None:
+                figures.violations.append(f"{what}: the capture downstream never compared")
+            else:
+                figures.lost_rows += sum(t.missing for t in report.tables)
+                figures.duplicated_rows += sum(t.extra for t in report.tables)
+                figures.different_rows += sum(t.different for t in report.tables)
+                figures.violations.append(
+                    f"{what}: the capture downstream differs:\n{report.render_text()}"
+                )
+            break
+        await asyncio.sleep(1.0)
+    for node in w.captures.nodes:
+        if node.proc.poll() is not None:
+            figures.violations.append(f"{what}: {node.name} exited by itself; see {node.log_path}")
