@@ -3,7 +3,9 @@
 A ``Plan`` is drawn from the run's ``random.Random`` before the cycle starts, so a seed replays
 the same sequence of plans. Victims (dealt from a shuffled deck, each once per round): a pump
 (by index), the drainer, the downstream MariaDB, the TSO leader (whichever pump leads the
-embedded TSO election when the fault fires) and a member of the 3-member etcd (by index).
+embedded TSO election when the fault fires), a member of the 3-member etcd (by index), and,
+when the capture cluster runs (``captures``), a capture (by index) or the capture owner
+(whichever leads the owner election when the fault fires).
 Actions: ``kill`` (SIGKILL, down for ``hold`` seconds, started again with its data) and ``stop``
 (SIGSTOP for ``hold`` seconds, then SIGCONT; long enough, past the 3 s TSO lease, for a stopped
 leader to be replaced while it sleeps).
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bench.chaos.captures import Captures, owner_of
 from bench.chaos.kafka import KafkaSide
 from services.demo.cluster import DemoCluster, PumpNode
 from tests.support.mariadb import MariaDBServer
@@ -30,7 +33,9 @@ from tributary.tso.keys import LEADER_PREFIX
 
 log = logging.getLogger(__name__)
 
-VICTIMS = ("pump", "drainer", "downstream", "tso_leader", "etcd")
+BINLOG_VICTIMS = ("pump", "drainer", "downstream", "tso_leader", "etcd")
+CAPTURE_VICTIMS = ("capture", "capture_owner")
+VICTIMS = BINLOG_VICTIMS + CAPTURE_VICTIMS
 KAFKA_VICTIMS = ("arbiter", "broker")  # with --kafka only
 ACTIONS = ("kill", "stop")
 KILL_HOLD = (0.2, 2.0)  # seconds a killed victim stays down
@@ -83,6 +88,7 @@ class World(Protocol):
     kv: Kv
     sink_url: str
     kafka: KafkaSide | None
+    captures: Captures | None
 
 
 Returned = Callable[[], object]
@@ -105,6 +111,9 @@ async def inject(world: World, plan: Plan, returned: Returned) -> str:
         if world.kafka is None:
             raise ValueError(f"victim {plan.victim} needs --kafka")
         return await _hit_kafka(world.kafka, plan, returned)
+    if plan.victim in CAPTURE_VICTIMS:
+        assert world.captures is not None
+        return await _hit_capture(world.captures, world.kv, plan, returned)
     pump = await _tso_leader(world) if plan.victim == "tso_leader" else None
     if pump is None:
         pump = world.cluster.pumps[plan.index % len(world.cluster.pumps)]
@@ -171,3 +180,18 @@ async def _hit_downstream(server: MariaDBServer, plan: Plan, returned: Returned)
     if plan.action == "kill":
         await asyncio.to_thread(server.start)  # crash recovery; blocks until it takes logins
     return "downstream"
+
+
+async def _hit_capture(captures: Captures, kv: Kv, plan: Plan, returned: Returned) -> str:
+    nodes = sorted(captures.nodes, key=lambda n: n.name)
+    node = nodes[plan.index % len(nodes)]
+    if plan.victim == "capture_owner":
+        owner = await owner_of(kv, captures.keys)
+        found = [n for n in nodes if n.name == owner]
+        if not found:
+            log.warning("no capture owns the cluster (%s); hitting one by index", owner)
+        node = found[0] if found else node
+    await _hit(node.proc, plan, returned)
+    if plan.action == "kill":
+        captures.start(node.name)
+    return node.name

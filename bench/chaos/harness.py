@@ -5,7 +5,10 @@ the plan's fault fires at its moment and the victim comes back; the writers keep
 the rest of the cycle, then stop between transactions. Checks, in order: the downstream
 checkpoint reaches the last commit ts (the drainer caught up, within ``CATCH_UP``); the checker
 finds every table equal (missing rows are lost, extra rows duplicated, different rows either);
-the bank total is the invariant on both sides; every process is still running. Recovery of a
+the bank total is the invariant on both sides; with the capture cluster, its downstream becomes
+equal to the upstream too (within ``CATCH_UP``; what is still missing or extra then counts as
+lost or duplicated) and no two captures owned the cluster at once (``captures.OwnerWatch``);
+every process is still running. Recovery of a
 cycle: from the victim's return until the downstream checkpoint passes a timestamp taken at
 that moment (the pipeline delivers again).
 """
@@ -22,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.chaos.faults import ACTIONS, VICTIMS, Deck, Plan, draw, inject
+from bench.chaos.captures import Captures, OwnerWatch
+from bench.chaos.faults import ACTIONS, CAPTURE_VICTIMS, VICTIMS, Deck, Plan, draw, inject
 from bench.chaos.kafka import KafkaSide, duplicates, kafka_side
 from bench.chaos.watch import BankReader, TsoProbe
 from services.demo.cluster import DemoCluster
@@ -76,6 +80,8 @@ class World:
     upstream_server: MariaDBServer
     pipe: Pipeline
     kafka: KafkaSide | None = None
+    captures: Captures | None = None
+    capture_down: MariaDBServer | None = None
 
 
 @dataclass
@@ -86,13 +92,21 @@ class Load:
 
 
 @contextlib.asynccontextmanager
-async def world(work: Path, sink_query: str, kafka: bool = False) -> AsyncIterator[World]:
+async def world(
+    work: Path, sink_query: str, kafka: bool = False, captures: bool = False
+) -> AsyncIterator[World]:
+    """Everything; with ``kafka`` the drainer writes to a broker and an arbiter applies to the
+    downstream; with ``captures`` also three captures into a MariaDB of their own."""
     template = await asyncio.to_thread(make_template, work / "mariadb-template")
-    up = new_server(template, work / "mariadb-upstream")
+    up = new_server(template, work / "mariadb-upstream", ["--binlog-row-metadata=FULL"])
     down = new_server(template, work / "mariadb-downstream")
+    servers = [up, down]
+    if captures:
+        servers.append(new_server(template, work / "mariadb-capture"))
     (work / "cluster").mkdir()
+    cdc: Captures | None = None
     try:
-        await asyncio.gather(asyncio.to_thread(up.start), asyncio.to_thread(down.start))
+        await asyncio.gather(*(asyncio.to_thread(s.start) for s in servers))
         async with contextlib.AsyncExitStack() as stack:
             side = None
             if kafka:
@@ -104,9 +118,28 @@ async def world(work: Path, sink_query: str, kafka: bool = False) -> AsyncIterat
             await pipe.cluster.start_drainer(sink)
             if side is not None:
                 side.start_arbiter()
-            yield World(pipe.cluster, down, pipe.kv, sink, up, pipe, side)
+            if captures:
+                assert pipe.cluster.etcd is not None
+                (work / "captures").mkdir()
+                cdc = Captures(
+                    work / "captures", pipe.cluster.etcd.urls, f"{up.dsn()}?server-id=4242"
+                )
+                await cdc.start_all(pipe.kv, servers[2].dsn())
+            yield World(
+                pipe.cluster,
+                down,
+                pipe.kv,
+                sink,
+                up,
+                pipe,
+                kafka=side,
+                captures=cdc,
+                capture_down=servers[2] if captures else None,
+            )
     finally:
-        for server in (up, down):
+        if cdc is not None:
+            cdc.kill_all()
+        for server in servers:
             await asyncio.to_thread(server.stop)
 
 
@@ -115,7 +148,12 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
     deck = Deck(rng, opts.victims)
     figures = Figures()
     async with (
-        world(work, opts.sink_query, opts.kafka) as w,
+        world(
+            work,
+            opts.sink_query,
+            kafka=opts.kafka,
+            captures=bool(set(opts.victims) & set(CAPTURE_VICTIMS)),
+        ) as w,
         open_upstream(w.upstream_server.dsn(), writers=16) as upstream,
     ):
         loads = [
@@ -130,7 +168,11 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
         assert isinstance(bank, Bank)
         reader = BankReader(w.downstream, bank.accounts, bank.expected_total)
         probe = TsoProbe(w.pipe.tso)
-        async with _background(reader.run(), probe.run()):
+        watches = [reader.run(), probe.run()]
+        owners = None if w.captures is None else OwnerWatch(w.captures, w.kv)
+        if owners is not None:
+            watches.append(owners.run())
+        async with _background(*watches):
             await _settle(w, loads, figures, "setup")
             for cycle in range(1, opts.cycles + 1):
                 plan = draw(rng, opts.load_seconds, deck, opts.actions)
@@ -147,6 +189,12 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
             "rollbacks": sum(x.env.stats.rollbacks for x in loads),
             "retries": sum(x.env.stats.retries for x in loads),
         }
+        if owners is not None:
+            extra["owner_samples"] = owners.samples
+            extra["owners"] = len(owners.owners)
+            extra["owner_overlaps"] = len(owners.overlaps)
+            if owners.overlaps:
+                figures.violations.append(f"two capture owners at once: {owners.overlaps[:5]}")
         if reader.half:
             figures.violations.append(f"half transactions visible downstream: {reader.half[:5]}")
         if probe.regressions:
@@ -283,6 +331,8 @@ async def _settle(w: World, loads: list[Load], figures: Figures, what: str) -> b
             f"{what}: bank totals upstream {totals[0]}, downstream {totals[1]}, "
             f"expected {bank.expected_total}"
         )
+    if w.captures is not None:
+        await _captured(w, figures, what)
     children = [*(p.child for p in w.cluster.pumps), *(d.child for d in w.cluster.drainers)]
     if w.kafka is not None and w.kafka.arbiter is not None:
         children.append(w.kafka.arbiter)
@@ -292,3 +342,32 @@ async def _settle(w: World, loads: list[Load], figures: Figures, what: str) -> b
                 f"{what}: {child.name} exited by itself; see {child.log_path}"
             )
     return True
+
+
+async def _captured(w: World, figures: Figures, what: str) -> None:
+    """The capture downstream becomes equal to the upstream; every capture still runs."""
+    assert w.captures is not None and w.capture_down is not None
+    deadline = time.monotonic() + CATCH_UP
+    while True:
+        try:
+            report = await compare(w.upstream_server.dsn(), w.capture_down.dsn())
+        except Exception as e:  # a schema not created downstream yet
+            log.info("%s: capture downstream not comparable yet: %r", what, e)
+            report = None
+        if report is not None and report.equal:
+            break
+        if time.monotonic() > deadline:
+            if report is None:
+                figures.violations.append(f"{what}: the capture downstream never compared")
+            else:
+                figures.lost_rows += sum(t.missing for t in report.tables)
+                figures.duplicated_rows += sum(t.extra for t in report.tables)
+                figures.different_rows += sum(t.different for t in report.tables)
+                figures.violations.append(
+                    f"{what}: the capture downstream differs:\n{report.render_text()}"
+                )
+            break
+        await asyncio.sleep(1.0)
+    for node in w.captures.nodes:
+        if node.proc.poll() is not None:
+            figures.violations.append(f"{what}: {node.name} exited by itself; see {node.log_path}")

@@ -2,7 +2,9 @@
 (a pump, the drainer, the downstream MariaDB, the TSO leader, an etcd member; each SIGKILLed or
 SIGSTOPped at a random moment and brought back), run as a user runs it. It must exit 0 (no lost,
 duplicated or different row, no half transaction seen downstream, no TSO regression) and print
-its JSON line with the figures."""
+its JSON line with the figures. A second, short case runs the capture cluster's victims (a
+capture, the capture owner) with the bank workload: the capture downstream ends equal and no
+two captures own the cluster at once."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ VICTIMS = {"pump", "drainer", "downstream", "tso_leader", "etcd"}
 def test_five_chaos_cycles_lose_nothing(mariadb_template: Path, tmp_path: Path) -> None:
     """(``mariadb_template`` only makes sure MariaDB is installed before the clock runs.)"""
     argv = ["--cycles", str(CYCLES), "--seed", "5", "--work-dir", str(tmp_path / "chaos")]
+    argv += ["--victims", ",".join(sorted(VICTIMS))]
     done = subprocess.run(
         [sys.executable, "-m", "bench.chaos", *argv],
         cwd=ROOT,
@@ -69,4 +72,24 @@ def test_kafka_path_survives_sigkills_of_drainer_arbiter_and_broker(
     assert result["lost_rows"] == result["duplicated_rows"] == result["different_rows"] == 0
     assert result["kafka_duplicates"] == 0 and result["kafka_messages"] >= result["commits"]
     assert result["half_txns_seen"] == 0 and result["commits"] > 0
+    assert result["violations"] == 0
+
+
+def test_capture_victims_lose_nothing_and_never_share_the_owner(
+    mariadb_template: Path, tmp_path: Path
+) -> None:
+    argv = ["--cycles", "2", "--seed", "2", "--victims", "capture,capture_owner"]
+    argv += ["--mixed-rate", "0", "--work-dir", str(tmp_path / "chaos")]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.chaos", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert done.returncode == 0, done.stderr[-6000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert {kind.rsplit("_", 1)[0] for kind in result["faults"]} == {"capture", "capture_owner"}
+    assert result["lost_rows"] == result["duplicated_rows"] == result["different_rows"] == 0
+    assert result["owner_samples"] > 0 and result["owner_overlaps"] == 0
     assert result["violations"] == 0

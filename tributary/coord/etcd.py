@@ -8,7 +8,12 @@ after a stream break).
 aetcd's ``Client`` owns the gRPC channel; we call its stubs directly because its
 high-level API drops the response revision (needed by ``put``/``txn``) and
 multiplexes every watch over one shared stream that a single failure tears down.
-The client talks to one endpoint: the first of ``endpoints`` that answers.
+The client talks to one member at a time, first the first of ``endpoints`` that
+answers, and moves to the next when that one stops answering (``coord.etcd_members``):
+reads, puts, leases and their keepalives, and watches carry on while a quorum is up.
+A mutation sent again after an attempt with an unknown outcome never answers wrongly:
+a txn whose compares then fail, or a delete that then finds nothing, raises
+``OutcomeUnknown`` (the first attempt may have done it).
 """
 
 from __future__ import annotations
@@ -25,12 +30,11 @@ from aetcd import rpc
 from tributary.coord.etcd_grpc import (
     CHANNEL_OPTIONS,
     finish_stream,
-    mapped_error,
-    mapping,
     open_stream,
     range_end,
     settle,
 )
+from tributary.coord.etcd_members import Member, Members
 from tributary.coord.etcd_watch import watch_events
 from tributary.coord.kv import (
     Compare,
@@ -38,6 +42,7 @@ from tributary.coord.kv import (
     Delete,
     KeyValue,
     KvError,
+    OutcomeUnknown,
     Put,
     TxnResult,
     WatchEvent,
@@ -102,17 +107,16 @@ class EtcdLease:
 
 
 class EtcdKv:
-    """``coord.kv.Kv`` over one etcd endpoint. Build with ``EtcdKv.connect``."""
+    """``coord.kv.Kv`` over the members of one etcd cluster. Build with ``EtcdKv.connect``."""
 
-    def __init__(self, client: aetcd.Client, endpoint: str, timeout: float) -> None:
-        self._client = client
-        self.endpoint = endpoint
-        self._timeout = timeout
-        self._closed = False
+    def __init__(self, members: Members) -> None:
+        self._members = members
         self._live_watches: set[object] = set()
-        self._kv = rpc.KVStub(client.channel)
-        self._lease = rpc.LeaseStub(client.channel)
-        self._watch = rpc.WatchStub(client.channel)
+
+    @property
+    def endpoint(self) -> str:
+        """The member requests go to now."""
+        return self._members.current.endpoint
 
     @classmethod
     @asynccontextmanager
@@ -120,14 +124,18 @@ class EtcdKv:
         cls,
         endpoints: Sequence[str],
         timeout: float = 5.0,  # noqa: ASYNC109 (a per-call deadline, not a scope timeout)
+        attempt_timeout: float = 0.75,
     ) -> AsyncIterator[EtcdKv]:
-        """Connect to the first reachable endpoint (tried in order); close on exit.
+        """Start with the first reachable endpoint (tried in order); close on exit.
 
-        ``timeout`` (seconds) bounds the reachability probe and every unary call.
-        Raises a retriable KvError when no endpoint answers.
+        ``timeout`` (seconds) bounds every call, failover included; with more than one
+        endpoint each attempt on one member gets at most ``attempt_timeout`` (seconds)
+        before the next member is tried. Raises a retriable KvError when no endpoint answers.
         """
         kv = await cls._open(
-            [endpoints] if isinstance(endpoints, str) else list(endpoints), timeout
+            [endpoints] if isinstance(endpoints, str) else list(endpoints),
+            timeout,
+            attempt_timeout,
         )
         try:
             yield kv
@@ -135,61 +143,78 @@ class EtcdKv:
             await kv.close()
 
     @classmethod
-    async def _open(cls, endpoints: list[str], deadline: float) -> EtcdKv:
+    async def _open(cls, endpoints: list[str], deadline: float, attempt: float) -> EtcdKv:
         if not endpoints:
             raise ValueError("no etcd endpoints given")
-        failure: grpc.aio.AioRpcError | None = None
-        for endpoint in endpoints:
-            host, port = _host_port(endpoint)
-            client = aetcd.Client(host=host, port=port, timeout=deadline, options=CHANNEL_OPTIONS)
-            await client.connect()  # builds the channel; no I/O yet
-            try:
-                await rpc.MaintenanceStub(client.channel).Status(
-                    rpc.StatusRequest(), timeout=deadline
+        addresses = [_host_port(endpoint) for endpoint in endpoints]
+        members: list[Member] = []
+        try:
+            for endpoint, (host, port) in zip(endpoints, addresses, strict=True):
+                client = aetcd.Client(
+                    host=host, port=port, timeout=deadline, options=CHANNEL_OPTIONS
                 )
-            except grpc.aio.AioRpcError as e:
-                log.warning("etcd endpoint %s unreachable: %s", endpoint, e.code().name)
-                failure = e
-                await client.close()
-                continue
-            except BaseException:
-                await client.close()
-                raise
-            log.info("connected to etcd at %s", endpoint)
-            return cls(client, endpoint, deadline)
-        assert failure is not None
-        raise KvError(f"no etcd endpoint reachable in {endpoints}") from failure
+                await client.connect()  # builds the channel; no I/O yet
+                members.append(Member(endpoint, client))
+            found = Members(members, 0, deadline, attempt)
+
+            async def probe(m: Member, timeout: float, resent: bool) -> None:  # noqa: ASYNC109
+                await m.status(timeout)
+
+            try:
+                await found.call("connect", probe)
+            except KvError as e:
+                raise KvError(
+                    f"no etcd endpoint reachable in {endpoints}", retriable=e.retriable
+                ) from e
+            log.info("connected to etcd at %s", found.current.endpoint)
+            return cls(found)
+        except BaseException:
+            for member in members:
+                await member.client.close()
+            raise
 
     async def close(self) -> None:
-        self._closed = True
-        await self._client.close()
+        await self._members.close()
         # Let watches wind down, including ones dropped unclosed (the loop closes
         # those in a task of its own), so closing leaves no task behind.
         await settle(also=lambda: not self._live_watches)
 
-    def _call_args(self) -> dict[str, Any]:
-        return {"timeout": self._timeout, "metadata": self._client.metadata}
-
     async def get(self, key: bytes) -> KeyValue | None:
-        with mapping("get"):
-            resp = await self._kv.Range(rpc.RangeRequest(key=key), **self._call_args())
+        async def attempt(m: Member, timeout: float, resent: bool) -> Any:  # noqa: ASYNC109
+            return await m.kv.Range(rpc.RangeRequest(key=key), timeout=timeout, metadata=m.metadata)
+
+        resp = await self._members.call("get", attempt)
         return _key_value(resp.kvs[0]) if resp.kvs else None
 
     async def get_prefix(self, prefix: bytes) -> list[KeyValue]:
         req = rpc.RangeRequest(key=prefix, range_end=range_end(prefix))
-        with mapping("get_prefix"):
-            resp = await self._kv.Range(req, **self._call_args())
+
+        async def attempt(m: Member, timeout: float, resent: bool) -> Any:  # noqa: ASYNC109
+            return await m.kv.Range(req, timeout=timeout, metadata=m.metadata)
+
+        resp = await self._members.call("get_prefix", attempt)
         return [_key_value(kv) for kv in resp.kvs]
 
     async def put(self, key: bytes, value: bytes, lease: int = 0) -> int:
-        with mapping("put"):
-            req = rpc.PutRequest(key=key, value=value, lease=lease)
-            resp = await self._kv.Put(req, **self._call_args())
+        """Sent again on another member after an unknown outcome: the value is the same."""
+        req = rpc.PutRequest(key=key, value=value, lease=lease)
+
+        async def attempt(m: Member, timeout: float, resent: bool) -> Any:  # noqa: ASYNC109
+            return await m.kv.Put(req, timeout=timeout, metadata=m.metadata)
+
+        resp = await self._members.call("put", attempt)
         return int(resp.header.revision)
 
     async def delete(self, key: bytes) -> bool:
-        with mapping("delete"):
-            resp = await self._kv.DeleteRange(rpc.DeleteRangeRequest(key=key), **self._call_args())
+        req = rpc.DeleteRangeRequest(key=key)
+
+        async def attempt(m: Member, timeout: float, resent: bool) -> Any:  # noqa: ASYNC109
+            resp = await m.kv.DeleteRange(req, timeout=timeout, metadata=m.metadata)
+            if resent and resp.deleted == 0:
+                raise OutcomeUnknown(f"etcd delete of {key!r}: sent again, found nothing")
+            return resp
+
+        resp = await self._members.call("delete", attempt)
         return bool(resp.deleted > 0)
 
     async def txn(
@@ -203,50 +228,66 @@ class EtcdKv:
             success=[_request_op(op) for op in success],
             failure=[_request_op(op) for op in failure],
         )
-        with mapping("txn"):
-            resp = await self._kv.Txn(req, **self._call_args())
+        writes = bool(success or failure)
+
+        async def attempt(m: Member, timeout: float, resent: bool) -> Any:  # noqa: ASYNC109
+            resp = await m.kv.Txn(req, timeout=timeout, metadata=m.metadata)
+            if resent and writes and not resp.succeeded:
+                raise OutcomeUnknown(
+                    "etcd txn sent again after an unknown outcome and its compares failed"
+                )
+            return resp
+
+        resp = await self._members.call("txn", attempt)
         return TxnResult(bool(resp.succeeded), int(resp.header.revision))
 
     async def grant_lease(self, ttl_seconds: int) -> EtcdLease:
-        with mapping("lease grant"):
-            req = rpc.LeaseGrantRequest(TTL=ttl_seconds)
-            resp = await self._lease.LeaseGrant(req, **self._call_args())
+        """Sent again after an unknown outcome: a lease granted twice leaves the unused
+        one to expire with its ttl."""
+        req = rpc.LeaseGrantRequest(TTL=ttl_seconds)
+
+        async def attempt(m: Member, timeout: float, resent: bool) -> Any:  # noqa: ASYNC109
+            return await m.lease.LeaseGrant(req, timeout=timeout, metadata=m.metadata)
+
+        resp = await self._members.call("lease grant", attempt)
         if resp.error:
             raise KvError(f"etcd lease grant failed: {resp.error}", retriable=False)
         return EtcdLease(self, int(resp.ID), int(resp.TTL))
 
     async def _keepalive(self, lease_id: int) -> None:
-        call = open_stream(self._lease.LeaseKeepAlive(**self._call_args()))
-        try:
-            with mapping("lease keepalive"):
+        async def attempt(m: Member, timeout: float, resent: bool) -> Any:  # noqa: ASYNC109
+            call = open_stream(m.lease.LeaseKeepAlive(timeout=timeout, metadata=m.metadata))
+            try:
                 await call.write(rpc.LeaseKeepAliveRequest(ID=lease_id))
                 await call.done_writing()
                 resp = await call.read()
                 await call.code()  # etcd ends the stream once we stop writing
-        finally:
-            await finish_stream(call)
+                return resp
+            finally:
+                await finish_stream(call)
+
+        resp = await self._members.call("lease keepalive", attempt)
         if resp is grpc.aio.EOF or resp.TTL <= 0:
             raise KvError(f"lease {lease_id:x} has expired", retriable=False)
 
     async def _revoke(self, lease_id: int) -> None:
-        try:
-            await self._lease.LeaseRevoke(rpc.LeaseRevokeRequest(ID=lease_id), **self._call_args())
-        except grpc.aio.AioRpcError as e:
-            if e.code() is grpc.StatusCode.NOT_FOUND:
-                return  # already expired or revoked: the keys are gone either way
-            raise mapped_error("lease revoke", e) from e
+        req = rpc.LeaseRevokeRequest(ID=lease_id)
+
+        async def attempt(m: Member, timeout: float, resent: bool) -> None:  # noqa: ASYNC109
+            try:
+                await m.lease.LeaseRevoke(req, timeout=timeout, metadata=m.metadata)
+            except grpc.aio.AioRpcError as e:
+                if e.code() is not grpc.StatusCode.NOT_FOUND:
+                    raise
+                # already expired or revoked (maybe by an earlier attempt): the keys are gone
+
+        await self._members.call("lease revoke", attempt)
 
     def watch_prefix(
         self, prefix: bytes, start_revision: int = 0
     ) -> AsyncGenerator[WatchEvent, None]:
         """Events under ``prefix`` with revision >= ``start_revision`` (0: from when
         iteration starts). Close with ``contextlib.aclosing`` or by cancelling the
-        consumer; a compacted start revision raises a non-retriable KvError."""
-        return watch_events(
-            self._watch,
-            self._client.metadata,
-            prefix,
-            start_revision,
-            lambda: self._closed,
-            self._live_watches,
-        )
+        consumer; a compacted start revision raises a non-retriable KvError. The stream
+        re-opens on the current member when its own fails or is abandoned."""
+        return watch_events(self._members, prefix, start_revision, self._live_watches)

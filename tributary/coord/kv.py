@@ -21,6 +21,15 @@ class KvError(TributaryError):
     retriable = True
 
 
+class OutcomeUnknown(KvError):
+    """A mutation was sent again after an attempt whose outcome is unknown (its member
+    stopped answering), and the answer depends on whether that attempt applied: a txn
+    whose compares failed the second time (its own first attempt may have changed what
+    they compare), a delete that found nothing. Re-read and decide."""
+
+    retriable = True
+
+
 @dataclass(frozen=True, slots=True)
 class KeyValue:
     key: bytes
