@@ -13,7 +13,7 @@ import pytest
 from services.pump.intake import Intake, Reason, WriteRefused, validate
 from services.pump.split.frames import BadFrame, decode_ack, decode_items, encode_ack, encode_write
 from services.pump.split.link import WriterLink
-from services.pump.split.local import listen_local, local_name
+from services.pump.split.local import listen_local, local_names
 from services.pump.split.writer import WriterEnd
 from services.pump.state import Action, PumpState
 from services.pump.storage import Storage, StorageSettings
@@ -42,7 +42,7 @@ def test_ack_frame_carries_each_refusal() -> None:
 
 @pytest.fixture
 async def writer(tmp_path: Path) -> AsyncIterator[tuple[Storage, PumpState, str]]:
-    name = local_name(f"test-{tmp_path.name}")
+    name = local_names("writer")["writer"]
     async with Storage.open(tmp_path, SMALL, latest_ts=Clock()) as storage:
         state = PumpState(NodeState.ONLINE)
         end = WriterEnd(Intake(storage, state, 1 << 20))
@@ -88,7 +88,7 @@ async def test_state_rules_apply_in_the_writer(writer: tuple[Storage, PumpState,
 
 
 async def test_a_broken_link_fails_pending_and_later_writes(tmp_path: Path) -> None:
-    name = local_name(f"test-gone-{tmp_path.name}")
+    name = local_names("gone")["gone"]
     accepted: asyncio.Future[asyncio.StreamWriter] = asyncio.get_running_loop().create_future()
 
     async def swallow(_: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:

@@ -32,7 +32,7 @@ from services.pump.split.frames import (
     encode_write,
     frame,
 )
-from services.pump.split.local import connect_local
+from services.pump.split.local import connect_local, handed_over
 from services.pump.storage import WriteItem
 
 Results = list[WriteRefused | None]
@@ -59,7 +59,9 @@ class WriterLink:
 
     @classmethod
     async def connect(cls, path: str) -> WriterLink:
-        reader, writer = await asyncio.open_unix_connection(sock=connect_local(path))
+        sock = connect_local(path)
+        reader, writer = await asyncio.open_unix_connection(sock=sock)
+        handed_over(sock, writer.transport)
         return cls(reader, writer)
 
     def hello(self) -> None:
