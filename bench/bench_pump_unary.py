@@ -7,12 +7,16 @@ the commit. The same run drives, one after the other:
 
 1. a bare grpclib server (``bench.bare_pump``: answers WriteBinlog, decodes and stores nothing,
    the ceiling of one grpclib process on this machine), registered in etcd as the only pump;
-2. one real pump process (fsync on, no embedded TSO: its timestamps come from the binlog-tso).
+2. one real pump in a single process (``front-processes = 1``; fsync on, no embedded TSO: its
+   timestamps come from the binlog-tso);
+3. one real pump with its front processes (``--fronts``, default one per CPU), the pump the
+   figures without a prefix are about.
 
 Prints one JSON line: binlogs/s, pair p50/p99 (prewrite + commit, timestamps excluded) and
-CPU-seconds per 10k binlogs (from ``/proc/<pid>/stat``, every thread) of each, and the ratios
-of the pump to the bare server. The machine is shared: the ratios and CPU per binlog are the
-figures to compare between runs, not the raw rates.
+CPU-seconds per 10k binlogs (from ``/proc/<pid>/stat``, every thread of the pump's process and
+of its front processes) of each, the peak RSS of the pump's biggest process, and the ratios of
+the pump to the bare server and to the single-process pump. The machine is shared: the ratios
+and CPU per binlog are the figures to compare between runs, not the raw rates.
 """
 
 from __future__ import annotations
@@ -58,6 +62,22 @@ def cpu_seconds(pid: int) -> float:
     """utime + stime of the process (all its threads), seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and its child processes (a pump's front processes)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [pid, *(int(c) for c in path.read_text().split())] if path.exists() else [pid]
+
+
+def tree_cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            total += cpu_seconds(pid)
+        except FileNotFoundError:
+            pass
+    return total
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -109,10 +129,11 @@ async def run_writer(go_bin: Path, tso_url: str, args: argparse.Namespace, log: 
 
 
 async def measured(pid: int, run: Any) -> tuple[Any, float]:
-    """(the pumpwriter's summary, CPU-seconds of ``pid`` during it)."""
-    before = cpu_seconds(pid)
+    """(the pumpwriter's summary, CPU-seconds of ``pid`` and its children during it)."""
+    pids = tree(pid)
+    before = tree_cpu_seconds(pids)
     summary = await run
-    return summary, cpu_seconds(pid) - before
+    return summary, tree_cpu_seconds(pids) - before
 
 
 def figures(summary: Any, cpu: float) -> dict[str, float]:
@@ -167,38 +188,60 @@ async def measure(root: Path, go_bin: Path, args: argparse.Namespace) -> dict[st
                 await bare.stop(5)
                 await kv.delete(node_key(NodeKind.PUMP, "bare-grpclib"))
 
-            # 2. one real pump
-            port = free_port_pair()
-            pump = sup.start(
-                "pump",
-                [sys.executable, "-m", "services.pump",
-                 "--addr", f"127.0.0.1:{port}", "--status-addr", f"127.0.0.1:{port + 1}",
-                 "--data-dir", str(root / "pump"), "--pd-urls", etcd.url, "--node-id", "pump-1",
-                 "--embedded-tso", "false", "--gen-binlog-interval", "1",
-                 "--storage-stop-write-at-available-space", "64MiB", "-L", "warn"],
-                root / "pump.log",
-            )  # fmt: skip
-
-            async def ready() -> bool:
-                async with http.get(f"http://127.0.0.1:{port + 1}/ready") as resp:
-                    return resp.status == 200
-
-            await wait_until(ready, "pump", pump)
+            # 2. one real pump in one process, 3. the same with its front processes
+            single = await run_pump(sup, root, etcd.url, tso_url, go_bin, args, http, 1)
             tso_before = cpu_seconds(tso_child.pid)
-            pump_sum, pump_cpu = await measured(
-                pump.pid, run_writer(go_bin, tso_url, args, root / "writer-pump.log")
-            )
+            split = await run_pump(sup, root, etcd.url, tso_url, go_bin, args, http, args.fronts)
             tso_cpu = cpu_seconds(tso_child.pid) - tso_before
-            rss = peak_rss_mib(pump.pid)
-            await pump.stop(10)
         return {
             "bare": figures(bare_sum, bare_cpu),
-            "pump": figures(pump_sum, pump_cpu),
-            "rss": rss,
-            "tso_cpu_per_10k": tso_cpu / max(pump_sum["binlogs"], 1) * 10_000,
+            "single": single,
+            "pump": split,
+            "tso_cpu_per_10k": tso_cpu / max(split["binlogs"], 1) * 10_000,
         }
     finally:
         sup.kill_all()
+
+
+async def run_pump(
+    sup: Supervisor,
+    root: Path,
+    etcd_url: str,
+    tso_url: str,
+    go_bin: Path,
+    args: argparse.Namespace,
+    http: aiohttp.ClientSession,
+    fronts: int,
+) -> dict[str, Any]:
+    """One real pump (``front-processes = fronts``; 0: one per CPU) driven by the pumpwriter:
+    its figures, its process count and the peak RSS of its biggest process."""
+    port = free_port_pair()
+    name = f"pump-f{fronts}"
+    pump = sup.start(
+        name,
+        [sys.executable, "-m", "services.pump",
+         "--addr", f"127.0.0.1:{port}", "--status-addr", f"127.0.0.1:{port + 1}",
+         "--data-dir", str(root / name), "--pd-urls", etcd_url, "--node-id", name,
+         "--embedded-tso", "false", "--gen-binlog-interval", "1",
+         "--front-processes", str(fronts),
+         "--storage-stop-write-at-available-space", "64MiB", "-L", "warn"],
+        root / f"{name}.log",
+    )  # fmt: skip
+
+    async def ready() -> bool:
+        async with http.get(f"http://127.0.0.1:{port + 1}/ready") as resp:
+            return resp.status == 200
+
+    await wait_until(ready, "pump", pump)
+    summary, cpu = await measured(
+        pump.pid, run_writer(go_bin, tso_url, args, root / f"writer-{name}.log")
+    )
+    pids = tree(pump.pid)
+    rss = max(peak_rss_mib(p) for p in pids)
+    async with EtcdKv.connect([etcd_url]) as kv:
+        await pump.stop(10)
+        await kv.delete(node_key(NodeKind.PUMP, name))  # the next pump writes alone
+    return {**figures(summary, cpu), "binlogs": summary["binlogs"], "procs": len(pids), "rss": rss}
 
 
 def main() -> None:
@@ -206,11 +249,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--writers", type=int, default=64)
     ap.add_argument("--value-bytes", type=int, default=1024)
+    ap.add_argument(
+        "--fronts", type=int, default=0, help="the pump's front-processes (0: one per CPU)"
+    )
     args = ap.parse_args()
     go_bin = go_binaries()
     with tempfile.TemporaryDirectory(prefix="bench-unary-") as tmp:
         r = uvloop.run(measure(Path(tmp), go_bin, args))
-    pump, bare = r["pump"], r["bare"]
+    pump, bare, single = r["pump"], r["bare"], r["single"]
     print(
         json.dumps(
             {
@@ -223,13 +269,19 @@ def main() -> None:
                 "pair_p99_ms": pump["p99"],
                 "pump_cpu_s_per_10k": round(pump["cpu_per_10k"], 3),
                 "pump_failures": pump["failures"],
-                "pump_peak_rss_mib": round(r["rss"], 1),
+                "pump_processes": pump["procs"],
+                "pump_peak_rss_mib": round(pump["rss"], 1),
                 "grpclib_bare_per_s": round(bare["per_s"]),
                 "bare_pair_p50_ms": bare["p50"],
                 "bare_pair_p99_ms": bare["p99"],
                 "bare_cpu_s_per_10k": round(bare["cpu_per_10k"], 3),
                 "ratio_to_bare": round(pump["per_s"] / bare["per_s"], 3),
                 "cpu_ratio_to_bare": round(pump["cpu_per_10k"] / bare["cpu_per_10k"], 3),
+                "single_binlogs_per_s": round(single["per_s"]),
+                "single_pair_p99_ms": single["p99"],
+                "single_cpu_s_per_10k": round(single["cpu_per_10k"], 3),
+                "single_peak_rss_mib": round(single["rss"], 1),
+                "ratio_to_single": round(pump["per_s"] / single["per_s"], 3),
                 "tso_cpu_s_per_10k": round(r["tso_cpu_per_10k"], 3),
                 "loadavg_1m": round(os.getloadavg()[0], 1),
                 "target_binlogs_per_s": 10000,

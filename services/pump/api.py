@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
 from grpclib.const import Cardinality, Handler, Status
 from grpclib.exceptions import GRPCError
 from grpclib.server import Stream
 
-from services.pump.intake import Intake, Reason, WriteRefused
+from services.pump.intake import Reason, WriteRefused
 from services.pump.pullwire import (
     EMPTY_REPLY,
     EncodedReply,
@@ -56,6 +56,14 @@ _STATUS = {
 }
 
 
+class BinlogWrites(Protocol):
+    """What the write RPCs need: ``Intake`` in one process, a front's link to the writer."""
+
+    async def write(self, payload: bytes) -> None: ...
+
+    async def write_many(self, payloads: Sequence[bytes]) -> list[WriteRefused | None]: ...
+
+
 class BinlogSource(Protocol):
     def pull_batches(self, after_ts: int) -> AsyncIterator[list[PulledBinlog]]: ...
 
@@ -85,7 +93,7 @@ class PumpApi(PumpBase):
     def __init__(
         self,
         cluster_id: int,
-        intake: Intake,
+        intake: BinlogWrites,
         source: BinlogSource,
         observe: Callable[[str, str, float], None] = lambda method, label, seconds: None,
     ) -> None:
@@ -149,7 +157,7 @@ class PumpApi(PumpBase):
 class PumpBatchApi(PumpBatchBase):
     """``binlogext.PumpBatch``: many binlogs in one RPC, one durable batch."""
 
-    def __init__(self, cluster_id: int, intake: Intake) -> None:
+    def __init__(self, cluster_id: int, intake: BinlogWrites) -> None:
         self._cluster_id = cluster_id
         self._intake = intake
 

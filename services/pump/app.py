@@ -36,6 +36,8 @@ from services.pump.intake import Intake
 from services.pump.metrics import PumpMetrics
 from services.pump.pullwire import PumpCodec
 from services.pump.registration import Registration
+from services.pump.split.fronts import Fronts
+from services.pump.split.serving import serve_through_fronts
 from services.pump.state import Action, PumpState
 from services.pump.storage import (
     Resolver,
@@ -117,6 +119,7 @@ class Pump:
     metrics: PumpMetrics
     registration: Registration
     latest_ts: Callable[[], int] = wall_clock_ts  # the TSO's time now (updateTS)
+    fronts: Fronts | None = None  # the front processes serving the port, if any
 
     def status(self, state: NodeState | None = None) -> NodeStatus:
         return lifecycle.status_of(
@@ -168,6 +171,8 @@ class Pump:
             ]
             if member is not None:
                 duties.append(tg.create_task(member.join(), name="pump-tso-member"))
+            if self.fronts is not None:
+                duties.append(tg.create_task(self.fronts.supervise(), name="pump-fronts"))
             final = await self._wait_for_exit(stop)
             for task in duties:
                 task.cancel()
@@ -218,8 +223,9 @@ async def serve(
     Returns the state recorded at exit (``paused`` or ``offline``).
     """
     data_dir = Path(cfg.data_dir)
+    split = cfg.fronts > 1
     async with claim_node(
-        data_dir, cfg.listen.addr, cfg.listen.advertise_addr, cfg.node_id
+        data_dir, cfg.listen.addr, cfg.listen.advertise_addr, cfg.node_id, reuse_port=split
     ) as node:
         node_id, sock, grpc_port, advertise = (
             node.node_id,
@@ -286,18 +292,27 @@ async def serve(
                 tls = cfg.security.ssl_cert != ""
                 handlers += [TsoService(member), PdService(member, tls=tls), relay]
             server = Server(handlers, codec=PumpCodec())  # type: ignore[arg-type]
-            enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
             stack.callback(server.close)
+            ops_routes = routes(node_id, state, registry, storage, latest_ts, pump.trigger_gc)
             ops = OpsServer(
                 *status_addr(cfg.listen.addr, cfg.status_addr),
-                routes=routes(node_id, state, registry, storage, latest_ts, pump.trigger_gc),
+                routes=ops_routes,
                 registry=metrics.registry,
                 ready_fn=lambda: state.state is NodeState.ONLINE and registration.current(),
                 ssl_context=server_context(cfg.security, alpn=ALPN_HTTP),
                 allowed_cns=cfg.security.cert_allowed_cn,
             )
             stack.push_async_callback(ops.close)
-            http_port = await serve_grpc_and_http(server, sock, ops, cfg.security, cfg.status_addr)
+            if split:
+                pump.fronts = await serve_through_fronts(
+                    stack, cfg, server, handlers, ops_routes, pump, cluster_id, grpc_port
+                )
+                http_port = await ops.start() if cfg.status_addr else grpc_port
+            else:
+                enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
+                http_port = await serve_grpc_and_http(
+                    server, sock, ops, cfg.security, cfg.status_addr
+                )
 
             await pump.record(NodeState.ONLINE)
             if previous is None or previous.state is NodeState.OFFLINE:
@@ -308,6 +323,7 @@ async def serve(
                     raise
                 ctx.info("joined the cluster; notified %d online drainer(s)", told)
             state.settle(NodeState.ONLINE)
+            intake.last_write = time.monotonic()  # idle from now, not from before the fronts
             ctx.info(
                 "serving gRPC on %s (advertised %s), HTTP on port %d, cluster %d",
                 cfg.listen.addr,
@@ -319,6 +335,8 @@ async def serve(
 
             final = await pump.run_until_exit(stop, member)
             state.settle(NodeState.PAUSING if final is NodeState.PAUSED else state.state)
+            if pump.fronts is not None:
+                await pump.fronts.stop()  # their calls finish; the writer still stores
             server.close()
             try:
                 async with asyncio.timeout(SHUTDOWN_GRACE):

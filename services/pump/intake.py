@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from services.pump.state import PumpState
@@ -52,6 +52,56 @@ class BinlogStore(Protocol):
     async def write(self, items: Sequence[WriteItem]) -> None: ...
 
 
+def validate(payload: bytes, max_size: int) -> WriteItem | None:
+    """The rules that need no state: size, wire structure, a commit after its start; None
+    for a probe. Raises WriteRefused."""
+    if len(payload) > max_size:
+        raise WriteRefused(
+            Reason.TOO_LARGE,
+            f"binlog of {len(payload)} bytes exceeds max-message-size {max_size}",
+            retriable=False,
+        )
+    try:
+        header = peek(payload)
+    except MalformedBinlog as e:
+        raise WriteRefused(Reason.MALFORMED, f"malformed binlog: {e}", retriable=False) from e
+    if header.is_probe:
+        return None
+    if header.tp is BinlogType.Commit and header.commit_ts <= header.start_ts:
+        raise WriteRefused(
+            Reason.MALFORMED,
+            f"commit binlog with commit_ts {header.commit_ts} <= start_ts {header.start_ts}",
+            retriable=False,
+        )
+    return WriteItem(payload, header)
+
+
+StoreValidated = Callable[[Sequence[WriteItem]], Awaitable[list[WriteRefused | None]]]
+
+
+async def store_validated(
+    max_size: int, payloads: Sequence[bytes], store: StoreValidated
+) -> list[WriteRefused | None]:
+    """``payloads`` validated one by one (refusals in place), the valid rest given to
+    ``store`` at once; each payload's refusal, or None if stored (or a probe)."""
+    results: list[WriteRefused | None] = [None] * len(payloads)
+    items: list[WriteItem] = []
+    positions: list[int] = []
+    for i, payload in enumerate(payloads):
+        try:
+            item = validate(payload, max_size)
+        except WriteRefused as e:
+            results[i] = e
+            continue
+        if item is not None:
+            items.append(item)
+            positions.append(i)
+    if items:
+        for i, r in zip(positions, await store(items), strict=True):
+            results[i] = r
+    return results
+
+
 class Intake:
     """Accepts binlogs for one pump and remembers when the last real write arrived."""
 
@@ -72,19 +122,15 @@ class Intake:
         self.written = 0
 
     def check(self, payload: bytes) -> WriteItem | None:
-        """Validate one payload; None for a probe. Raises WriteRefused."""
-        if len(payload) > self._max_size:
-            raise WriteRefused(
-                Reason.TOO_LARGE,
-                f"binlog of {len(payload)} bytes exceeds max-message-size {self._max_size}",
-                retriable=False,
-            )
-        try:
-            header = peek(payload)
-        except MalformedBinlog as e:
-            raise WriteRefused(Reason.MALFORMED, f"malformed binlog: {e}", retriable=False) from e
-        if header.is_probe:
-            return None
+        """Validate one payload and apply the state rules; None for a probe. Raises
+        WriteRefused."""
+        item = validate(payload, self._max_size)
+        if item is not None:
+            self.admit(item.header)
+        return item
+
+    def admit(self, header: BinlogHeader) -> None:
+        """The state and disk rules for a validated binlog. Raises WriteRefused."""
         if header.tp is BinlogType.Prewrite:
             if not self._state.accepts_prewrite():
                 raise WriteRefused(
@@ -107,13 +153,6 @@ class Intake:
                 )
         elif not self._state.accepts_finish():
             raise WriteRefused(Reason.NOT_ONLINE, "pump is offline", retriable=True)
-        elif header.tp is BinlogType.Commit and header.commit_ts <= header.start_ts:
-            raise WriteRefused(
-                Reason.MALFORMED,
-                f"commit binlog with commit_ts {header.commit_ts} <= start_ts {header.start_ts}",
-                retriable=False,
-            )
-        return WriteItem(payload, header)
 
     async def write(self, payload: bytes) -> None:
         """Store one binlog (the unary ``WriteBinlog`` path)."""
@@ -128,21 +167,25 @@ class Intake:
         Invalid payloads are refused one by one; the valid rest go to storage as one
         request, so they share one append, one fsync and one index transaction.
         """
-        results: list[WriteRefused | None] = [None] * len(payloads)
-        items: list[WriteItem] = []
+        return await store_validated(self._max_size, payloads, self.store_validated)
+
+    async def store_validated(self, items: Sequence[WriteItem]) -> list[WriteRefused | None]:
+        """Store binlogs already validated (``validate``, in this process or a front's): the
+        state rules per binlog, then the admitted ones as one storage request."""
+        results: list[WriteRefused | None] = [None] * len(items)
+        admitted: list[WriteItem] = []
         positions: list[int] = []
-        for i, payload in enumerate(payloads):
+        for i, item in enumerate(items):
             try:
-                item = self.check(payload)
+                self.admit(item.header)
             except WriteRefused as e:
                 results[i] = e
                 continue
-            if item is not None:
-                items.append(item)
-                positions.append(i)
-        if items:
+            admitted.append(item)
+            positions.append(i)
+        if admitted:
             try:
-                await self._store_items(items)
+                await self._store_items(admitted)
             except WriteRefused as e:
                 for i in positions:
                     results[i] = e

@@ -8,6 +8,7 @@ and flags this pump does not implement are listed in ``IGNORED`` with the reason
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -138,6 +139,11 @@ class PumpConfig:
         "start although this data directory's pump was taken offline (removes its OFFLINE "
         "marker; without it such a pump refuses to start)",
     )
+    front_processes: int = setting(
+        0,
+        "processes serving the port (SO_REUSEPORT) and handing batches to the one storage"
+        " writer process; 0: one per CPU, 1: a single process serves and stores",
+    )
     log: LogSettings = group(LogSettings, "logging", inline=True)
     storage: StorageConfig = group(StorageConfig, "value log and index")
     security: SecuritySettings = group(SecuritySettings, "TLS for gRPC and HTTP")
@@ -153,3 +159,13 @@ class PumpConfig:
             yield "gen-binlog-interval", "must be positive"
         if self.gc <= 0:
             yield "gc", "must be positive"
+        if self.front_processes < 0:
+            yield "front-processes", "must be 0 (one per CPU) or more"
+
+    @property
+    def fronts(self) -> int:
+        """How many front processes serve the port (``front-processes``, 0 resolved); 1
+        means none: the pump's one process serves and stores."""
+        if self.front_processes:
+            return self.front_processes
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1

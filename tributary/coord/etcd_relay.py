@@ -121,7 +121,7 @@ class EtcdRelay:
                     RawMessage,
                     RawMessage,
                     deadline=stream.deadline,
-                    metadata=_forwarded(stream.metadata),
+                    metadata=forwarded_metadata(stream.metadata),
                 ) as upstream:
                     await upstream.send_message(request, end=True)
                     reply = await upstream.recv_message()
@@ -143,7 +143,7 @@ class EtcdRelay:
                     Cardinality.STREAM_STREAM,
                     RawMessage,
                     RawMessage,
-                    metadata=_forwarded(stream.metadata),
+                    metadata=forwarded_metadata(stream.metadata),
                 ) as upstream:
                     await upstream.send_request()
                     await _pipe_both(stream, upstream)
@@ -175,7 +175,7 @@ async def _pipe_both(downstream: Any, upstream: Any) -> None:
             await sending
 
 
-def _forwarded(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+def forwarded_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     if not metadata:
         return {}
     return {

@@ -22,14 +22,19 @@ WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 _SIOCGIFADDR = 0x8915  # Linux: an interface's (primary) IPv4 address
 
 
-def bind(addr: str) -> socket.socket:
-    """A bound (not yet listening) TCP socket for ``host:port``; port 0 picks one."""
+def bind(addr: str, *, reuse_port: bool = False) -> socket.socket:
+    """A bound (not yet listening) TCP socket for ``host:port``; port 0 picks one.
+
+    ``reuse_port``: ``SO_REUSEPORT``, so other processes of this user may bind the same port
+    and the kernel spreads its connections over those that listen."""
     host, port = split_host_port(addr)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio enables TCP_NODELAY only on sockets that
     # say so, and without it every small RPC waits for delayed ACKs (~40 ms).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     return sock
 

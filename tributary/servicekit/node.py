@@ -81,13 +81,14 @@ class ClaimedNode:
 
 @asynccontextmanager
 async def claim_node(
-    data_dir: Path, addr: str, advertise_addr: str, configured_id: str
+    data_dir: Path, addr: str, advertise_addr: str, configured_id: str, *, reuse_port: bool = False
 ) -> AsyncIterator[ClaimedNode]:
     """Bind ``addr`` (to learn the real port), lock ``data_dir`` and resolve the
     node id and the advertised address (``advertise_for``: an empty ``advertise_addr`` is
-    derived); the socket closes and the lock is released on exit."""
+    derived); the socket closes and the lock is released on exit. ``reuse_port``: bound with
+    ``SO_REUSEPORT`` for other processes (a pump's fronts) to listen on the same port."""
     await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
-    sock = bind(addr)
+    sock = bind(addr, reuse_port=reuse_port)
     grpc_port = sock.getsockname()[1]
     advertise = advertise_for(addr, advertise_addr, grpc_port)
     with sock, DirLock(data_dir):
