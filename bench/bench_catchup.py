@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from services.spark.catchup import run_catchup
+from services.spark.progress import Progress
 from services.spark.session import spark_session
-from services.spark.target import Progress
 from tests.support.mariadb import MariaDBServer, make_template, running_server
 from tributary.change import RowChange, SqlValue, TableInfo, Txn
 from tributary.sinks import SinkOptions

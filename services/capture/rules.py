@@ -3,7 +3,12 @@
 TiCDC's table filter lets the last matching rule win; this translation is the common subset:
 positive rules form the allow-list, ``!`` rules the block-list, and a table replicates when it
 matches some positive rule and no negative one. A ``*`` table part makes a rule database-wide.
-System schemas (``mysql``, ``INFORMATION_SCHEMA``, ``PERFORMANCE_SCHEMA``) never replicate.
+System schemas (``SYSTEM_SCHEMAS``) never replicate, whatever the rules say, as in TiCDC, whose
+filter ignores every schema TiDB's ``IsSystemSchema`` names (``mysql``, ``sys``,
+``information_schema``, ``performance_schema``, ``metrics_schema``, ``inspection_schema``,
+``dm_heartbeat``), plus the schemas its filter package names as its own or its tools'
+(``tidb_cdc``, ``lightning_task_info``, ``workload_schema``); names compare
+case-insensitively. A MariaDB upstream has ``sys`` (``sys.sys_config``) besides ``mysql``.
 
 Example: ``['*.*', '!test.*', '!shop.tmp_*']`` -> everything but the schema ``test`` and the
 tables of ``shop`` whose names start with ``tmp_``; ``['shop.*', 'crm.users']`` -> only the schema
@@ -16,9 +21,21 @@ import fnmatch
 from collections.abc import Sequence
 
 from services.capture.errors import BadRequest
-from tributary.change import DEFAULT_IGNORE_DBS, FilterError, TableFilter
+from tributary.change import FilterError, TableFilter
 
 _GLOB = frozenset("*?[")
+SYSTEM_SCHEMAS = (
+    "mysql",
+    "sys",
+    "information_schema",
+    "performance_schema",
+    "metrics_schema",
+    "inspection_schema",
+    "dm_heartbeat",
+    "tidb_cdc",
+    "lightning_task_info",
+    "workload_schema",
+)
 
 
 def _pattern(glob: str) -> str:
@@ -39,7 +56,7 @@ def table_filter(rules: Sequence[str]) -> TableFilter:
     """The filter the rules describe; BadRequest for a malformed rule or no positive rule."""
     do_dbs: list[str] = []
     do_tables: list[tuple[str, str]] = []
-    ignore_dbs: list[str] = list(DEFAULT_IGNORE_DBS)
+    ignore_dbs: list[str] = list(SYSTEM_SCHEMAS)
     ignore_tables: list[tuple[str, str]] = []
     everything = False
     positives = 0

@@ -11,7 +11,11 @@ stream to ``stage``, which writes transactions into a ``StagingWriter`` until th
 * one less than ``resume-lag`` seconds behind (caught up): held back too;
 * ``max-range-rows`` row changes staged, or no binlog for ``idle`` seconds.
 
-``execute`` runs the job (``catchup_job``) on the closed range ``(S, E]``. Only after exit 0
+``execute`` runs the job (``catchup_job``) on the closed range ``(S, E]``. Progress: while
+staging, the rows staged and their rate are logged every ``LOG_EVERY`` seconds (the total is
+not known before the range ends); while the job runs, its rows lines (``services.spark.
+progress``: rows done of the staged rows, rate, ETA) are ``job`` in ``/status`` and logged:
+the first, then as often, and the one that reaches the total. Only after exit 0
 does the syncer move the checkpoint to ``E``, by applying a checkpoint-only marker ``Txn(E)``
 through the sink (its checkpoint moves in its own transaction; the savepoint file follows),
 then it streams from the held-back transaction on. Worked example: checkpoint 100, backlog
@@ -45,6 +49,8 @@ from services.drainer.catchup_job import JobRunner, JobSpec, retriable_exit, run
 from services.drainer.errors import DrainerError
 from tributary.change import Txn
 from tributary.staging import RangeInfo
+from tributary.telemetry.progress import LogOutput, duration
+from tributary.telemetry.progress import Progress as Meter
 from tributary.wire.ts import physical_ms
 
 if TYPE_CHECKING:
@@ -53,6 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROGRESS_KEPT = 20  # job progress lines shown in /status
+LOG_EVERY = 10.0  # seconds between logged progress lines of staging and of the job
 
 
 class CatchUpError(DrainerError):
@@ -109,11 +116,14 @@ class CatchUp:
         runner: JobRunner = run_job,
         wall: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self._runner = runner
         self._wall = wall
         self._sleep = sleep
+        self._clock = clock
+        self._logged: float | None = None  # when the job's progress was last logged
         self._requested = False
         self.phase = Phase.IDLE
         self.start_ts = self.end_ts = 0
@@ -123,6 +133,7 @@ class CatchUp:
         self.trigger = ""  # why the current (or last) catch-up started
         self.backlog: int | None = None  # binlogs behind, as last measured since the last range
         self.progress: deque[dict[str, Any]] = deque(maxlen=PROGRESS_KEPT)
+        self.job: dict[str, Any] | None = None  # the job's last rows line (done, total, ETA)
         self.ranges = 0  # ranges caught up
         self.rows_total = 0  # row changes caught up
         self.failures = 0  # job runs that failed
@@ -184,6 +195,8 @@ class CatchUp:
         self.pid = None
         self.reason = self.error = ""
         self.progress.clear()
+        self.job = None
+        self._logged = None
 
     def _ends_range(self, txn: Txn, writer: StagingWriter) -> str:
         if txn.ddl is not None:
@@ -205,6 +218,8 @@ class CatchUp:
         from tributary.staging.writer import StagingWriter  # pyarrow: only when a range is staged
 
         writer = await asyncio.to_thread(StagingWriter, directory, start_ts)
+        # no total: the range ends when the stream says so; the line shows rows and rate
+        meter = Meter("catch-up staging", LogOutput(log), every=LOG_EVERY, clock=self._clock)
         consumed, reason = 0, ""
         txn: Txn | None = first
         while True:
@@ -216,6 +231,7 @@ class CatchUp:
                 break
             writer.add(txn)
             consumed += 1
+            meter.add(writer.rows - self.rows)
             self.rows, self.txns, self.end_ts = writer.rows, writer.txns, writer.last_ts
             if writer.full:
                 await asyncio.to_thread(writer.flush)
@@ -223,12 +239,13 @@ class CatchUp:
         self.reason = reason
         info = await asyncio.to_thread(writer.close) if writer.txns else None
         log.info(
-            "catch-up range (%d, %d] ended (%s): %d row changes of %d transactions",
+            "catch-up range (%d, %d] ended (%s): %d row changes of %d transactions in %.1f s",
             start_ts,
             writer.last_ts,
             reason,
             writer.rows,
             writer.txns,
+            meter.elapsed(),
         )
         return Staged(info, consumed, writer.last_ts, txn, reason)
 
@@ -239,7 +256,7 @@ class CatchUp:
         while True:
             self.attempts += 1
             self.pid = None
-            code = await self._runner(spec, self._started, self.progress.append)
+            code = await self._runner(spec, self._started, self._line)
             self.pid = None
             if code == 0:
                 return
@@ -263,6 +280,25 @@ class CatchUp:
 
     def _started(self, pid: int) -> None:
         self.pid = pid
+
+    def _line(self, line: dict[str, Any]) -> None:
+        """A line of the job's stdout: kept for ``/status``; a rows line is also the job's
+        progress (``job``), logged every ``LOG_EVERY`` seconds and when it reaches the total."""
+        self.progress.append(line)
+        if line.get("phase") != "rows" or not isinstance(line.get("rows_done"), int):
+            return
+        done, total = line["rows_done"], line.get("rows_total")
+        self.job = {
+            "rows_done": done,
+            "rows_total": total,
+            "percent": round(100 * done / total, 1) if total else None,
+            "rate": line.get("rate"),
+            "eta_s": line.get("eta_s"),
+        }
+        now = self._clock()
+        if self._logged is None or done == total or now - self._logged >= LOG_EVERY:
+            self._logged = now
+            log.info("catch-up job on (%d, %d]: %s", self.start_ts, self.end_ts, job_line(self.job))
 
     def finishing(self) -> None:
         self.phase = Phase.FINISHING
@@ -303,4 +339,20 @@ class CatchUp:
             "reason": self.reason,
             "error": self.error,
             "progress": list(self.progress),
+            "job": self.job,
         }
+
+
+def job_line(job: dict[str, Any]) -> str:
+    """``rows 300/1,000 (30%), 120 rows/s, ETA 6s`` (``done`` when the total is reached)."""
+    done, total = job["rows_done"], job["rows_total"]
+    parts = [f"rows {done:,}/{total:,}" if total is not None else f"rows {done:,}"]
+    if job.get("percent") is not None:
+        parts[0] += f" ({job['percent']:.0f}%)"
+    if job.get("rate") is not None:
+        parts.append(f"{job['rate']:,.0f} rows/s")
+    if total is not None and done >= total:
+        parts.append("done")
+    elif job.get("eta_s") is not None:
+        parts.append(f"ETA {duration(job['eta_s'])}")
+    return ", ".join(parts)

@@ -13,6 +13,10 @@ Writers of ``db.t`` wait during the read, so every change of the table before th
 in the snapshot and none after it: streaming from the position (a binlog reader, a capture
 changefeed) continues with no gap and no double. The position is written to ``F`` (JSON,
 temporary file + rename) only after the sink was written.
+
+Progress: from the snapshot on, the rows written of the snapshot's rows, with rate and ETA,
+on stderr (redrawn on a terminal, else logged: ``--progress``) and as JSON lines on stdout
+(``services.spark.progress``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from pyspark import StorageLevel
@@ -32,9 +36,10 @@ from pyspark.sql import DataFrame, SparkSession
 from services.spark.errors import JobError
 from services.spark.jdbc import JdbcSession, MysqlEndpoint
 from services.spark.mysql_target import _q
+from services.spark.progress import Progress, add_progress_arguments, open_meter
 from services.spark.session import spark_session
 from services.spark.splits import KeyColumn, predicates, split_points, string_literal
-from services.spark.target import Progress, TableChanges, open_target
+from services.spark.target import TableChanges, open_target
 from tributary.staging.format import StagedColumn, StagedTable, arrow_kind
 
 log = logging.getLogger(__name__)
@@ -156,9 +161,12 @@ def bulk_load(
     report = progress or Progress()
     info, df, position = snapshot(spark, source, schema, table, partitions)
     report("snapshot", rows=position.rows)
+    info = replace(info, rows=position.rows)
+    report.plan([info])
     try:
         target = open_target(spark, sink_url, partitions=partitions)
         target.apply(0, 0, [TableChanges(info, df.select(*info.column_names), None)], report)
+        report.finish()
     finally:
         df.unpersist()
     return position
@@ -178,6 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--position", required=True, help="file the source position goes to")
     ap.add_argument("--master", default=None)
     ap.add_argument("--partitions", type=int, default=4)
+    add_progress_arguments(ap)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     schema, _, table = args.table.partition(".")
@@ -189,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             schema,
             table,
             args.sink,
+            Progress(meter=open_meter(f"bulk load {args.table}", args)),
             partitions=args.partitions,
         )
         save_position(args.position, position)

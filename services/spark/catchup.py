@@ -8,8 +8,10 @@ is written beside the staging directory), ``--conf k=v`` adds Spark settings. SI
 session (Spark deletes its executor pods) before the process exits. It
 reads ``DIR`` (``staging.format``), keeps each key's last change (``services.spark.compact``),
 and writes tombstones and upserts through the target for the URL's scheme (MySQL/MariaDB over
-JDBC, SQLite, Parquet lake). Progress goes to stdout as JSON lines, ending with one
-``{"event": "done", ...}`` or ``{"event": "failed", ...}``; the exit status is 0 on success, 75
+JDBC, SQLite, Parquet lake). Progress goes to stdout as JSON lines (phases, and rows done of the
+range's staged rows with rate and ETA: ``services.spark.progress``), ending with one
+``{"event": "done", ...}`` or ``{"event": "failed", ...}``; the rows line also goes to stderr
+(redrawn on a terminal, else logged: ``--progress``); the exit status is 0 on success, 75
 when a rerun may succeed, 1 otherwise. The checkpoint is not this job's business: whoever
 submitted it moves its checkpoint to the range's end after a 0 exit.
 """
@@ -34,8 +36,9 @@ from services.spark.errors import JobError
 from services.spark.jdbc import MysqlEndpoint
 from services.spark.k8s import STAGING_MOUNT, K8sSubmission, client_conf, pod_template
 from services.spark.mysql_target import MysqlTarget
+from services.spark.progress import Progress, add_progress_arguments, open_meter
 from services.spark.session import spark_session
-from services.spark.target import Progress, TableChanges, Target, open_target
+from services.spark.target import TableChanges, Target, open_target
 from services.spark.terminate import StopOnSigterm, stop_quietly
 from tributary.staging.format import RangeInfo, StagedTable, StagingError, read_range
 
@@ -88,11 +91,13 @@ def run_catchup(
     report = progress or Progress()
     info = read_range(directory)
     report("planned", start_ts=info.start_ts, end_ts=info.end_ts, rows=info.rows)
+    report.plan(t for t in info.tables if t.rows)
     target = _target(spark, sink_url, Path(directory), partitions)
     # the MySQL writer reads each DataFrame once: caching would cost more than it saves
     tables = plan(spark, directory, info, cache=not isinstance(target, MysqlTarget))
     try:
         applied = target.apply(info.start_ts, info.end_ts, tables, report)
+        report.finish()
     finally:
         for tc in tables:
             if tc.changes is not None:
@@ -116,6 +121,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--partitions", type=int, default=4, help="parallel writers (CSV files per table)"
     )
     ap.add_argument("--driver-memory", default="1g")
+    add_progress_arguments(ap)
     ap.add_argument(
         "--conf", action="append", default=[], metavar="K=V", help="a Spark setting (repeatable)"
     )
@@ -197,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark = spark_session(
             "tributary-catchup", args.master, driver_memory=args.driver_memory, extra=extra
         )
-        report = Progress()
+        report = Progress(meter=open_meter("catch-up", args))
         context = spark.sparkContext
         report("session", master=context.master, app_id=context.applicationId)
         try:

@@ -27,7 +27,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from services.spark.lake_manifest import MANIFEST, LakeFile, LakeRange, Manifest
-from services.spark.target import Applied, Progress, TableChanges
+from services.spark.progress import Progress
+from services.spark.target import Applied, TableChanges
 from tributary.staging.format import COMMIT_TS, OP, OP_DELETE, OP_UPSERT, SEQ
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class LakeTarget:
             dated.unpersist()
             files += self._place(out, t.qualified, start_ts, end_ts)
             progress("written", table=t.qualified)
+            progress.table(t, 1.0)
         manifest, gone = load_manifest(root).add(LakeRange(start_ts, end_ts, tuple(files)))
         keep = {f.path for f in files}
         staged = root / (MANIFEST + ".tmp")

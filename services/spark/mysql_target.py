@@ -11,6 +11,9 @@ before the transaction. Then, in one transaction::
     ... (every part, every table) ...
     COMMIT
 
+Progress: a table counts half done once its CSV files are written, the other half by the bytes
+of its files loaded (tombstone keys, then upserts).
+
 Invariant: a job killed at any point before COMMIT leaves t as it was (InnoDB rolls the
 loads back with the transaction; the scratch tables and CSV files are rebuilt by the next
 run); the merge is a function of the staged range alone, so a rerun after a COMMIT whose
@@ -31,7 +34,8 @@ from pyspark.sql import SparkSession
 
 from services.spark.jdbc import JdbcSession, MysqlEndpoint
 from services.spark.load_data import load_statement, write_csv
-from services.spark.target import Applied, Progress, TableChanges
+from services.spark.progress import Progress
+from services.spark.target import Applied, TableChanges
 from tributary.sql import MYSQL, quote
 from tributary.staging.format import StagedTable
 
@@ -57,6 +61,16 @@ class _Files:
     deletes: list[Path] = field(default_factory=list)
     upsert_rows: int = 0
     delete_rows: int = 0
+    size: int = 0  # bytes of both sets
+    loaded: int = 0  # bytes loaded so far
+
+    def written(self) -> None:
+        self.size = sum(p.stat().st_size for p in (*self.upserts, *self.deletes))
+
+    def load(self, path: Path, progress: Progress) -> None:
+        """``path`` was loaded: the table is half done (written) plus half its bytes loaded."""
+        self.loaded += path.stat().st_size
+        progress.table(self.changes.table, 0.5 + 0.5 * self.loaded / max(1, self.size))
 
 
 def merge_statements(t: StagedTable, upserts: Sequence[Path], deletes: bool) -> list[str]:
@@ -94,14 +108,17 @@ class MysqlTarget:
     ) -> Applied:
         work = self._work_dir or Path(tempfile.mkdtemp(prefix="tributary-load-"))
         try:
-            files = [self._write(tc, work) for tc in tables]
+            files = []
+            for tc in tables:
+                files.append(self._write(tc, work))
+                progress.table(tc.table, 0.5)
             for f in files:
                 progress("staged", table=f.changes.table.qualified)
             with JdbcSession(self._spark, self._endpoint) as s:
                 for f in files:
-                    self._prepare(s, f)
+                    self._prepare(s, f, progress)
                 progress("merging", tables=len(tables))
-                self._merge(s, files)
+                self._merge(s, files, progress)
                 for f in files:
                     for name in scratch_names(f.changes.table.schema, f.changes.table.table):
                         s.execute(f"DROP TABLE IF EXISTS {_q(f.changes.table.schema)}.{_q(name)}")
@@ -120,9 +137,10 @@ class MysqlTarget:
             key = [c for name in t.primary_key for c in t.columns if c.name == name]
             df = tc.deletes.coalesce(self._partitions)
             out.deletes, out.delete_rows = write_csv(df, key, base / "d")
+        out.written()
         return out
 
-    def _prepare(self, s: JdbcSession, f: _Files) -> None:
+    def _prepare(self, s: JdbcSession, f: _Files, progress: Progress) -> None:
         """(Re)create the table's ``_d`` scratch table and load the tombstone keys into it."""
         t = f.changes.table
         up, down = scratch_names(t.schema, t.table)
@@ -138,13 +156,19 @@ class MysqlTarget:
         key = [c for name in t.primary_key for c in t.columns if c.name == name]
         for path in f.deletes:
             s.execute(load_statement(path, t.schema, down, key, replace=False))
+            f.load(path, progress)
 
-    def _merge(self, s: JdbcSession, files: Sequence[_Files]) -> None:
+    def _merge(self, s: JdbcSession, files: Sequence[_Files], progress: Progress) -> None:
         s.begin()
         try:
             for f in files:
-                for sql in merge_statements(f.changes.table, f.upserts, bool(f.deletes)):
+                sqls = merge_statements(f.changes.table, f.upserts, bool(f.deletes))
+                first_load = len(sqls) - len(f.upserts)  # the loads come last, in file order
+                for sql in sqls[:first_load]:
                     s.execute(sql)
+                for sql, path in zip(sqls[first_load:], f.upserts, strict=True):
+                    s.execute(sql)
+                    f.load(path, progress)
             s.commit()
         except BaseException:
             s.rollback()

@@ -3,7 +3,8 @@
 SQLite has one writer, so Spark computes and the driver writes: each table's tombstones and
 upserts are streamed to the driver (``toLocalIterator``, a partition at a time) and applied as
 ``DELETE ... WHERE key`` and ``INSERT OR REPLACE`` in a single ``BEGIN IMMEDIATE`` ...
-``COMMIT`` over every table. Tables are named as ``sinks.sqlite`` names them
+``COMMIT`` over every table; a table's progress is its rows written of its compacted rows
+(counted first). Tables are named as ``sinks.sqlite`` names them
 (``"schema__table"``). Invariant: all or nothing, and a rerun writes the same final rows.
 """
 
@@ -16,7 +17,8 @@ from itertools import islice
 from pyspark.sql import DataFrame
 
 from services.spark.errors import JobError
-from services.spark.target import Applied, Progress, TableChanges
+from services.spark.progress import Progress
+from services.spark.target import Applied, TableChanges
 from tributary.sql import SQLITE, quote, table_name
 from tributary.staging.format import StagedTable, arrow_kind
 
@@ -62,6 +64,16 @@ def _chunks(rows: Iterator[tuple[object, ...]]) -> Iterator[list[tuple[object, .
         yield chunk
 
 
+def _size(tc: TableChanges) -> int:
+    """The rows the table's writes take (tombstones and upserts; its DataFrames are cached,
+    so counting is a pass over memory), at least 1: the progress fraction's denominator."""
+    if tc.changes is not None:
+        n = tc.changes.count()
+    else:
+        n = tc.upserts.count() + (tc.deletes.count() if tc.deletes is not None else 0)
+    return max(1, n)
+
+
 class SqliteTarget:
     def __init__(self, path: str) -> None:
         if not path:
@@ -80,6 +92,7 @@ class SqliteTarget:
             conn.execute("BEGIN IMMEDIATE")
             for tc in tables:
                 t = tc.table
+                size, written = _size(tc), 0
                 name = table_name(SQLITE, t.schema, t.table, params=False)
                 if tc.deletes is not None:
                     where = " AND ".join(f"{quote(SQLITE, k)} = ?" for k in t.primary_key)
@@ -87,13 +100,18 @@ class SqliteTarget:
                     for chunk in _chunks(_rows(tc.deletes.select(*t.primary_key), t)):
                         conn.executemany(sql, chunk)
                         deletes += len(chunk)
+                        written += len(chunk)
+                        progress.table(t, written / size)
                 cols = ",".join(quote(SQLITE, c) for c in t.column_names)
                 marks = ",".join("?" * len(t.column_names))
                 sql = f"INSERT OR REPLACE INTO {name} ({cols}) VALUES ({marks})"
                 for chunk in _chunks(_rows(tc.upserts.select(*t.column_names), t)):
                     conn.executemany(sql, chunk)
                     upserts += len(chunk)
+                    written += len(chunk)
+                    progress.table(t, written / size)
                 progress("applied", table=t.qualified)
+                progress.table(t, 1.0)
             conn.execute("COMMIT")
         except sqlite3.Error as e:
             if conn.in_transaction:

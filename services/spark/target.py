@@ -2,21 +2,21 @@
 absent, as DataFrames; and the ``Target`` port the MySQL, SQLite and lake writers implement.
 
 ``open_target`` picks the writer by URL scheme: ``mysql://`` (``sinks.mysql``'s URL),
-``sqlite://PATH`` (``sinks.schemes``'s form), ``parquet:///DIR`` (the lake).
+``sqlite://PATH`` (``sinks.schemes``'s form), ``parquet:///DIR`` (the lake). A target reports
+how far it has got to a ``Progress`` (``services.spark.progress``).
 """
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TextIO
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from pyspark.sql import DataFrame, SparkSession
 
 from services.spark.errors import JobError
+from services.spark.progress import Progress
 from tributary.staging.format import StagedTable
 
 
@@ -34,24 +34,13 @@ class Applied:
     deletes: int
 
 
-class Progress:
-    """Progress of a job as JSON lines on a stream (the drainer reads its child's stdout)."""
-
-    def __init__(self, out: TextIO | None = None) -> None:
-        self._out = out
-
-    def __call__(self, phase: str, **fields: object) -> None:
-        out = self._out or sys.stdout
-        out.write(json.dumps({"event": "progress", "phase": phase, **fields}) + "\n")
-        out.flush()
-
-
 class Target(Protocol):
     def apply(
         self, start_ts: int, end_ts: int, tables: Sequence[TableChanges], progress: Progress
     ) -> Applied:
         """Write every table's changes; all of them become visible together where the
-        downstream can do that (MySQL, SQLite: one transaction), and a rerun converges."""
+        downstream can do that (MySQL, SQLite: one transaction), and a rerun converges.
+        Reports how far each table has got with ``progress.table(t, fraction)``."""
         ...
 
 

@@ -172,6 +172,13 @@ async def test_backlog_caught_up_by_spark_killed_once_then_streaming(
         assert (done["start_ts"], done["end_ts"]) == (start, running["end_ts"])
         # the killed attempt and its rerun (a loaded machine may add a retry of its own)
         assert done["attempts"] >= 2 and done["progress"][-1]["event"] == "done"
+        # the job's progress reached its total, in /status and in the job's own log
+        job = done["job"]
+        assert job["rows_done"] == job["rows_total"] >= running["rows"] and job["percent"] == 100
+        assert any(x.get("phase") == "rows" for x in done["progress"])
+        total = f"{job['rows_total']:,}"
+        final = f"catch-up: rows {total}/{total}"
+        assert final in (tmp_path / "staging-job.log").read_text()
         await caught_up(down.host, down.port, down.user, down.password, backlog_ts)
 
         # streaming continues after the range: nothing lost, nothing applied twice

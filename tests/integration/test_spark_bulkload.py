@@ -6,7 +6,6 @@ downstream equals upstream, with no gap (a missed change shows as a difference) 
 from __future__ import annotations
 
 import asyncio
-import io
 import shutil
 import subprocess
 from typing import TYPE_CHECKING
@@ -15,7 +14,7 @@ import pytest
 
 from services.spark.bulkload import bulk_load
 from services.spark.jdbc import MysqlEndpoint
-from services.spark.target import Progress
+from tests.support.job_progress import Recorded
 from tributary.checker import compare
 
 if TYPE_CHECKING:
@@ -86,6 +85,7 @@ async def test_bulk_load_then_stream_from_the_position(
     stop = asyncio.Event()
     writer = asyncio.create_task(write_until(up, stop, 100_000), name="test-writer")
     await asyncio.sleep(0.5)
+    seen = Recorded("bulk load")
     position = await asyncio.to_thread(
         bulk_load,
         spark,
@@ -93,13 +93,14 @@ async def test_bulk_load_then_stream_from_the_position(
         "bulk",
         "t",
         down.dsn(),
-        Progress(io.StringIO()),
+        seen.progress,
         partitions=3,
     )
     await asyncio.sleep(0.5)  # writes after the load too
     stop.set()
     assert await writer > 20
     assert position.rows >= 3000 and position.binlog_file and position.gtid_binlog_pos
+    seen.assert_reached(position.rows)
 
     await asyncio.to_thread(replay, up, down, position.binlog_file, position.binlog_pos)
     report = await compare(up.dsn(), down.dsn())

@@ -23,7 +23,7 @@ import pytest
 
 from services.spark.bulkload import bulk_load, read_predicates, snapshot
 from services.spark.jdbc import JdbcSession, MysqlEndpoint
-from services.spark.target import Progress
+from services.spark.progress import Progress
 from tributary.checker import compare
 
 if TYPE_CHECKING:

@@ -18,12 +18,13 @@ import pytest
 
 from services.spark.catchup import run_catchup
 from services.spark.lake_manifest import MANIFEST, Manifest
-from services.spark.target import Progress
+from services.spark.progress import Progress
+from tests.support.job_progress import Recorded
 from tests.support.spark_data import ddls, workload
 from tributary.change import RowChange, SqlValue, TableInfo, Txn
 from tributary.sinks import SinkOptions
 from tributary.sinks.schemes import open_sink
-from tributary.staging import StagingWriter
+from tributary.staging import StagingWriter, read_range
 from tributary.wire.ts import compose
 
 if TYPE_CHECKING:
@@ -43,6 +44,11 @@ def stage(directory: Path, txns: Sequence[Txn], start_ts: int) -> None:
     for t in txns:
         writer.add(t)
     writer.close()
+
+
+def staged_rows(directory: Path) -> int:
+    """The job's progress total: staged rows (a key-changing update stages two)."""
+    return sum(t.rows for t in read_range(directory).tables)
 
 
 async def stream(url: str, txns: Sequence[Txn], cluster_id: int = 7) -> None:
@@ -81,7 +87,9 @@ async def test_catchup_into_mariadb_equals_streaming_and_rerun_converges(
     await stream(url, full[by_stream], 1)
     stage(tmp_path / "range", full[by_spark], start)
 
-    summary = run_catchup(spark, tmp_path / "range", url, Progress(io.StringIO()))
+    seen = Recorded("catch-up")
+    summary = run_catchup(spark, tmp_path / "range", url, seen.progress)
+    seen.assert_reached(staged_rows(tmp_path / "range"))
     expected = await mysql_rows(mariadb_server, by_stream)
     assert await mysql_rows(mariadb_server, by_spark) == expected
     assert summary["deletes"] > 0 and summary["upserts"] > 0
@@ -111,7 +119,9 @@ async def test_catchup_into_sqlite_equals_streaming(spark: SparkSession, tmp_pat
     await stream(f"sqlite://{stream_db}", history)
     stage(tmp_path / "range", history[cut:], history[cut - 1].commit_ts)
 
-    run_catchup(spark, tmp_path / "range", f"sqlite://{spark_db}", Progress(io.StringIO()))
+    seen = Recorded("catch-up")
+    run_catchup(spark, tmp_path / "range", f"sqlite://{spark_db}", seen.progress)
+    seen.assert_reached(staged_rows(tmp_path / "range"))
     got, want = sqlite_rows(spark_db), sqlite_rows(stream_db)
     for t in want:
         diff = [(a, b) for a, b in zip(got[t], want[t], strict=False) if a != b][:2]
@@ -125,8 +135,10 @@ def test_lake_ranges_manifest_and_rerun(spark: SparkSession, tmp_path: Path) -> 
     first, second = history[:120], history[120:]
     stage(tmp_path / "r1", first, 1)
     stage(tmp_path / "r2", second, first[-1].commit_ts)
+    seen = Recorded("catch-up")
+    run_catchup(spark, tmp_path / "r1", f"parquet://{lake}", seen.progress)
+    seen.assert_reached(staged_rows(tmp_path / "r1"))  # two tables: one done, then both
     progress = Progress(io.StringIO())
-    run_catchup(spark, tmp_path / "r1", f"parquet://{lake}", progress)
     run_catchup(spark, tmp_path / "r2", f"parquet://{lake}", progress)
     manifest = Manifest.from_json((lake / MANIFEST).read_text())
     assert manifest.complete_ts == second[-1].commit_ts

@@ -123,6 +123,18 @@ def test_filter_rules() -> None:
         table_filter(["shop"])
 
 
+@pytest.mark.parametrize(
+    "schema",
+    ["mysql", "sys", "SYS", "information_schema", "PERFORMANCE_SCHEMA", "METRICS_SCHEMA",
+     "inspection_schema", "dm_heartbeat", "tidb_cdc", "lightning_task_info", "workload_schema"],
+)  # fmt: skip
+def test_system_schemas_never_replicate_even_when_named(schema: str) -> None:
+    for rules in (["*.*"], [f"{schema}.*"], [f"{schema}.sys_config"]):
+        f = table_filter(rules)
+        assert not f.allows(schema, "sys_config") and not f.allows(schema)
+    assert table_filter(["*.*"]).allows("system", "t")  # only those names
+
+
 def test_a_requested_replica_config_refuses_unknown_keys_by_name() -> None:
     from tributary.cdc.model import ReplicaConfig
 

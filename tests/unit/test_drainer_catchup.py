@@ -31,7 +31,7 @@ from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.config.drainer import DrainerConfig
 from tributary.registry.status import NodeKind, NodeState
 from tributary.settings import SettingsError, load
-from tributary.staging import OP_DELETE, OP_UPSERT, read_range
+from tributary.staging import OP_DELETE, OP_UPSERT, RangeInfo, read_range
 from tributary.telemetry.http import OpsServer
 from tributary.wire.ts import compose
 
@@ -464,3 +464,50 @@ async def test_drain_at_shutdown_does_not_wait_on_binlogs_a_running_job_holds(
             assert await syncer.drain(3600) is False
         task.cancel()
     assert sink.batches == []
+
+
+async def test_the_jobs_rows_lines_are_its_progress_in_status_and_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = [0.0]
+    lines = [
+        {"event": "progress", "phase": "planned", "rows": 1000},
+        {"phase": "rows", "rows_done": 0, "rows_total": 1000, "rate": 0.0, "eta_s": None},
+        {"phase": "rows", "rows_done": 300, "rows_total": 1000, "rate": 150.0, "eta_s": 4.7},
+        {"phase": "rows", "rows_done": 600, "rows_total": 1000, "rate": 150.0, "eta_s": 2.7},
+        {"phase": "rows", "rows_done": 1000, "rows_total": 1000, "rate": 160.0, "eta_s": 0.0},
+    ]
+    seen: list[dict[str, Any] | None] = []
+
+    async def job(
+        spec: JobSpec, on_start: Callable[[int], None], on_line: Callable[[dict[str, Any]], None]
+    ) -> int:
+        for i, line in enumerate(lines):
+            now[0] = 6.0 * i
+            on_line({"event": "progress", **line})
+            seen.append(catchup.status()["job"])
+        return 0
+
+    catchup = CatchUp(
+        CatchUpSettings(JobSpec(tmp_path / "s", "sqlite://x")), runner=job, clock=lambda: now[0]
+    )
+    catchup.begin()
+    assert catchup.status()["job"] is None
+    caplog.set_level("INFO", logger="services.drainer.catchup")
+    await catchup.execute(RangeInfo(0, 0, 1000, 1, ()))
+    assert seen[0] is None
+    assert seen[2] == {
+        "rows_done": 300,
+        "rows_total": 1000,
+        "percent": 30.0,
+        "rate": 150.0,
+        "eta_s": 4.7,
+    }
+    assert catchup.status()["job"]["rows_done"] == 1000
+    logged = [r.getMessage() for r in caplog.records if "catch-up job on" in r.getMessage()]
+    # the first, then one LOG_EVERY (10 s) later on the fake clock, and the one reaching the total
+    assert logged == [
+        "catch-up job on (0, 0]: rows 0/1,000 (0%), 0 rows/s",
+        "catch-up job on (0, 0]: rows 600/1,000 (60%), 150 rows/s, ETA 3s",
+        "catch-up job on (0, 0]: rows 1,000/1,000 (100%), 160 rows/s, done",
+    ]

@@ -29,6 +29,13 @@ def test_line_has_count_rate_percent_and_eta() -> None:
     clock.now += 10
     p.add(3_000)
     assert p.line() == "load: rows 3,000/12,000, 300 rows/s, 25%, ETA 30s"
+    assert (p.rate(), p.eta()) == (300.0, 30.0)
+
+
+def test_no_eta_before_anything_is_done() -> None:
+    p = open_progress("load", mode="off", total=10, clock=Clock())
+    assert p.eta() is None
+    assert open_progress("load", mode="off", clock=Clock()).eta() is None  # no total
 
 
 def test_side_counts_and_an_estimate_without_total() -> None:

@@ -144,11 +144,26 @@ class Progress:
             return 1.0
         return self._fraction
 
+    def elapsed(self) -> float:
+        return self._clock() - self._start
+
+    def rate(self) -> float:
+        """The main count per second since the start."""
+        elapsed = self.elapsed()
+        return self.main.done / elapsed if elapsed > 0 else 0.0
+
+    def eta(self) -> float | None:
+        """Seconds left at the average rate; None while the fraction is unknown or 0."""
+        f = self.fraction()
+        if f is None or f <= 0:
+            return None
+        return self.elapsed() * (1 - f) / f
+
     def line(self, *, done: bool = False) -> str:
-        elapsed = self._clock() - self._start
+        elapsed = self.elapsed()
         parts = [self.main.render(self.unit)]
         parts += [c.render(name) for name, c in self.side.items()]
-        rate = self.main.done / elapsed if elapsed > 0 else 0.0
+        rate = self.rate()
         parts.append(f"{rate:,.{1 if rate < 10 else 0}f} {self.unit}/s")
         f = self.fraction()
         if done:

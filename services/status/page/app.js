@@ -75,12 +75,25 @@ function fill(tbody, rows) {
   tbody.replaceChildren(...rows);
 }
 
+// The Spark job's progress (the drainer's CatchUp.job): rows done/total, percent, rate, ETA.
+function jobProgress(j) {
+  let text = "job " + j.rows_done.toLocaleString("en");
+  if (j.rows_total != null) text += "/" + j.rows_total.toLocaleString("en");
+  if (j.percent != null) text += " (" + Math.floor(j.percent) + "%)";
+  if (j.rate != null) text += ", " + Math.round(j.rate).toLocaleString("en") + " rows/s";
+  if (j.rows_total != null && j.rows_done >= j.rows_total) text += ", done";
+  else if (j.eta_s != null) text += ", ETA " + seconds(j.eta_s);
+  return text;
+}
+
 function catchup(c) {
   if (!c) return "–";
   let text = c.state;
   if (c.rows) text += ", " + c.rows + " rows";
   if (c.rows_caught_up) text += " (" + c.rows_caught_up + " in all)";
-  if (c.progress && c.progress.length) text += " — " + c.progress[c.progress.length - 1];
+  if (c.job && ["running", "finishing", "failed"].includes(c.state)) {
+    text += " — " + jobProgress(c.job);
+  }
   return text;
 }
 
