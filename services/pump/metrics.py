@@ -8,16 +8,18 @@ prometheus_client.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 
+from services.pump.split.frames import Observed
 from services.pump.storage import StorageStats
 from services.pump.storage.stats import Distribution
 from tributary.telemetry import Metrics, exponential_buckets, fq_name
 
 STORAGE = "pump_storage"  # tidb-binlog's subsystem of the storage families
+RPC_BUCKETS = exponential_buckets(0.00005, 2, 18)  # rpc_duration_seconds: 50 us .. ~6.6 s
 
 
 class PumpMetrics(Metrics):
@@ -25,11 +27,12 @@ class PumpMetrics(Metrics):
         super().__init__(
             namespace="binlog", subsystem="pump", before_scrape=before_scrape, process_metrics=True
         )
-        self.rpc_duration = self.histogram(
+        # plain numbers: the front processes' observations are added in (``merge_rpc``)
+        self.rpc_duration = self.plain_histogram(
             "rpc_duration_seconds",
             "gRPC call latency by method and outcome",
             ("method", "label"),
-            buckets=exponential_buckets(0.00005, 2, 18),
+            buckets=RPC_BUCKETS,
         )
         self.max_commit_ts = self.gauge(
             "max_commit_ts", "highest commit ts the sorter released", subsystem=STORAGE
@@ -81,6 +84,11 @@ class PumpMetrics(Metrics):
 
     def observe_rpc(self, method: str, label: str, seconds: float) -> None:
         self.rpc_duration.labels(method, label).observe(seconds)
+
+    def merge_rpc(self, observed: Iterable[Observed]) -> None:
+        """Add what a front process observed (``split.observations``)."""
+        for o in observed:
+            self.rpc_duration.labels(o.method, o.label).merge(o.counts, o.total)
 
     def sync(self, stats: StorageStats, written: int) -> None:
         self.max_commit_ts.set(stats.max_commit_ts)

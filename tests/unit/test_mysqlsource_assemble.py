@@ -25,11 +25,11 @@ def event(tp: int, body: bytes, *, ts: int = 100, log_pos: int = 0, server_id: i
     return raw + zlib.crc32(raw).to_bytes(4, "little")
 
 
-def fde() -> bytes:
+def fde(server: bytes = b"10.11.6-MariaDB") -> bytes:
     post = bytearray(40)
     post[ev.QUERY_EVENT - 1] = 13
     post[ev.TABLE_MAP_EVENT - 1] = 8
-    body = struct.pack("<H", 4) + b"10.11.6-MariaDB".ljust(50, b"\0") + struct.pack("<I", 0)
+    body = struct.pack("<H", 4) + server.ljust(50, b"\0") + struct.pack("<I", 0)
     return event(ev.FORMAT_DESCRIPTION_EVENT, body + bytes([19]) + bytes(post) + b"\x01")
 
 
@@ -130,6 +130,34 @@ def test_a_transaction_with_full_metadata_decodes_rows_and_table_info() -> None:
         ("name", "varchar(20)"),
     ]
     assert info.primary_key == ("id",) and info.qualified == "shop.t"
+
+
+@pytest.mark.parametrize(
+    ("server", "signedness"), [(b"10.11.6-MariaDB-log", 0xA0), (b"8.0.36", 0x40)]
+)
+def test_signedness_bits_count_year_columns_only_from_mariadb(
+    server: bytes, signedness: int
+) -> None:
+    """t(y year, i int, ub bigint unsigned): MariaDB has a SIGNEDNESS bit for y, MySQL not."""
+    a = Assembler(Position("b.000001", 4), 0, SchemaTracker(), TableFilter(), checksum=True)
+    assert a.feed(fde(server)) is None
+    body = TABLE_ID.to_bytes(6, "little") + b"\x01\x00"
+    body += lenenc_str(b"shop") + b"\0" + lenenc_str(b"u") + b"\0"
+    body += b"\x03" + bytes([13, 3, 8]) + b"\x00" + b"\x07"
+    body += tlv(1, bytes([signedness]))
+    body += tlv(4, lenenc_str(b"y") + lenenc_str(b"i") + lenenc_str(b"ub"))
+    rows = TABLE_ID.to_bytes(6, "little") + b"\x01\x00" + b"\x03" + b"\x07" + b"\x00"
+    rows += bytes([124]) + (2**32 - 1).to_bytes(4, "little") + (2**64 - 1).to_bytes(8, "little")
+    events = [
+        gtid(1, standalone=False),
+        event(ev.TABLE_MAP_EVENT, body),
+        event(ev.WRITE_ROWS_V1, rows),
+        xid(),
+    ]
+    [st] = feed_all(a, events)
+    assert dict(st.txn.rows[0].values) == {"y": 2024, "i": -1, "ub": 2**64 - 1}
+    types = [c.mysql_type for c in st.txn.rows[0].table.columns]
+    assert types == ["year", "int", "bigint unsigned"]
 
 
 def test_ddl_and_other_statements_outside_transactions() -> None:

@@ -11,9 +11,19 @@ from pathlib import Path
 import pytest
 
 from services.pump.intake import Intake, Reason, WriteRefused, validate
-from services.pump.split.frames import BadFrame, decode_ack, decode_items, encode_ack, encode_write
+from services.pump.metrics import RPC_BUCKETS, PumpMetrics
+from services.pump.split.frames import (
+    BadFrame,
+    decode_ack,
+    decode_items,
+    decode_observed,
+    encode_ack,
+    encode_observed,
+    encode_write,
+)
 from services.pump.split.link import WriterLink
 from services.pump.split.local import listen_local, local_names
+from services.pump.split.observations import FrontObservations
 from services.pump.split.writer import WriterEnd
 from services.pump.state import Action, PumpState
 from services.pump.storage import Storage, StorageSettings
@@ -38,6 +48,38 @@ def test_ack_frame_carries_each_refusal() -> None:
     assert stored is None and back is not None
     assert (back.reason, str(back), back.retriable) == (Reason.NOT_ONLINE, str(refused), True)
     assert decode_ack(encode_ack(4, [None, None])[13:], 2) == [None, None]
+
+
+def test_observations_travel_to_the_writers_histogram() -> None:
+    """The worked example of ``split.observations``: 1 ms, 1 ms and 3 ms, then a failure."""
+    front = FrontObservations(RPC_BUCKETS)
+    for seconds in (0.001, 0.001, 0.003):
+        front.observe("WriteBinlog", "succ", seconds)
+    front.observe("WriteBinlog", "fail", 0.00001)
+    observed = front.take()
+    assert front.take() == []  # handed over once
+    body = encode_observed(77, observed)[13:]
+    assert decode_observed(body) == observed
+    with pytest.raises(BadFrame):
+        decode_observed(body[:-1])
+
+    metrics = PumpMetrics()
+    metrics.observe_rpc("WriteBinlog", "succ", 0.001)  # the writer's own
+    metrics.merge_rpc(decode_observed(body))
+    metrics.merge_rpc(decode_observed(body))  # a second front's
+    got = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in metrics.registry.collect()
+        for s in family.samples
+        if s.name.startswith("binlog_pump_rpc_duration_seconds")
+    }
+    succ = (("label", "succ"), ("method", "WriteBinlog"))
+    assert got["binlog_pump_rpc_duration_seconds_count", succ] == 7
+    assert got["binlog_pump_rpc_duration_seconds_sum", succ] == pytest.approx(0.011)
+    le = (("label", "succ"), ("le", "0.0016"), ("method", "WriteBinlog"))
+    assert got["binlog_pump_rpc_duration_seconds_bucket", le] == 5
+    fail = (("label", "fail"), ("method", "WriteBinlog"))
+    assert got["binlog_pump_rpc_duration_seconds_count", fail] == 2
 
 
 @pytest.fixture

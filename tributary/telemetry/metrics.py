@@ -102,6 +102,14 @@ class PlainBuckets:
         self.counts[bisect_left(self._bounds, value)] += 1
         self.sum += value
 
+    def merge(self, counts: Sequence[int], total: float) -> None:
+        """Add observations made elsewhere with the same bounds (per-bucket counts, sum)."""
+        if len(counts) != len(self.counts):
+            raise ValueError(f"{len(counts)} bucket counts for {len(self.counts)} buckets")
+        for i, n in enumerate(counts):
+            self.counts[i] += n
+        self.sum += total
+
 
 class PlainHistogram:
     """A histogram family whose children are ``PlainBuckets``; collected as a histogram."""

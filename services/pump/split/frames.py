@@ -10,7 +10,11 @@ batch once every binlog in it is durable (or refused). Every frame is::
   the front peeked travels with the payload, so the writer does not parse it again;
 - ``ACK`` (writer -> front), body ``count u32``: 0 when every binlog of the batch is stored,
   else one ``reason u8 | retriable u8 | size u16 | message`` per binlog, reason 0 = stored;
-- ``HELLO`` (front -> writer, batch = the front's pid, no body): the front serves its port.
+- ``HELLO`` (front -> writer, batch = the front's pid, no body): the front serves its port;
+- ``OBSERVED`` (front -> writer, batch = the front's pid), body ``count u32`` then per
+  histogram child ``method`` and ``label`` (each ``size u8 | utf-8``) ``| sum f64 | n u16 |
+  n x count u64``: what the front's RPC histograms observed since its last ``OBSERVED``
+  (per-bucket counts, not cumulative, the last one +Inf), for the writer's ``/metrics``.
 
 Worked example: a batch 7 of one prewrite (start ts 5, 3-byte payload ``abc``) is
 ``length 45 | 01 | 7 | count 1 | 01 5 0 0 3 abc`` and its ack ``length 13 | 02 | 7 | count 0``.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from services.pump.intake import Reason, WriteRefused
 from services.pump.storage import WriteItem
@@ -29,12 +34,13 @@ from tributary.errors import TributaryError
 from tributary.wire.binlog import BinlogType
 from tributary.wire.peek import BinlogHeader
 
-WRITE, ACK, HELLO = 1, 2, 3
+WRITE, ACK, HELLO, OBSERVED = 1, 2, 3, 4
 
 PREFIX = struct.Struct("<IBQ")  # length, kind, batch
 _COUNT = struct.Struct("<I")
 _ITEM = struct.Struct("<BqqqI")
 _RESULT = struct.Struct("<BBH")
+_SUM_N = struct.Struct("<dH")
 MAX_FRAME = 1 << 31  # no front sends more than max-message-size per binlog
 
 REASONS = (None, *Reason)  # code 0: stored; 1..: the refusal's reason
@@ -44,6 +50,16 @@ _TYPES = {int(t): t for t in BinlogType}
 
 class BadFrame(TributaryError):
     """The peer sent bytes that are not a frame of this protocol."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """One histogram child's observations over a span of time (``counts`` per bucket)."""
+
+    method: str
+    label: str
+    counts: tuple[int, ...]
+    total: float
 
 
 def frame(kind: int, batch: int, body: bytes = b"") -> bytes:
@@ -116,3 +132,39 @@ def decode_ack(body: bytes, expected: int) -> list[WriteRefused | None]:
     except (struct.error, IndexError) as e:
         raise BadFrame(f"malformed ack frame: {e!r}") from e
     return results
+
+
+def _short_text(text: str) -> bytes:
+    data = text.encode()[:0xFF]
+    return bytes((len(data),)) + data
+
+
+def encode_observed(pid: int, observed: Sequence[Observed]) -> bytes:
+    parts = [_COUNT.pack(len(observed))]
+    for o in observed:
+        parts += [_short_text(o.method), _short_text(o.label), _SUM_N.pack(o.total, len(o.counts))]
+        parts.append(struct.pack(f"<{len(o.counts)}Q", *o.counts))
+    return frame(OBSERVED, pid, b"".join(parts))
+
+
+def decode_observed(body: bytes) -> list[Observed]:
+    """The histogram children of an ``OBSERVED`` body; BadFrame if it does not add up."""
+    try:
+        (count,) = _COUNT.unpack_from(body, 0)
+        pos, out = _COUNT.size, list[Observed]()
+        for _ in range(count):
+            names = []
+            for _ in range(2):
+                n = body[pos]
+                names.append(body[pos + 1 : pos + 1 + n].decode())
+                pos += 1 + n
+            total, n = _SUM_N.unpack_from(body, pos)
+            pos += _SUM_N.size
+            counts = struct.unpack_from(f"<{n}Q", body, pos)
+            pos += 8 * n
+            out.append(Observed(names[0], names[1], counts, total))
+    except (struct.error, IndexError, UnicodeDecodeError) as e:
+        raise BadFrame(f"malformed observed frame: {e!r}") from e
+    if pos != len(body):
+        raise BadFrame("bytes left over after the last histogram of an observed frame")
+    return out

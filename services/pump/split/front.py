@@ -3,7 +3,8 @@
 It answers ``binlog.Pump/WriteBinlog`` and ``binlogext.PumpBatch/WriteBinlogs`` itself: reads
 the request, checks the cluster ID, validates each binlog (size, wire structure) and hands the
 valid ones to the storage writer over the front link (``split.link``), answering once the
-writer acknowledged them durable. Every other RPC and the HTTP API are relayed to the writer
+writer acknowledged them durable. Their durations go to the writer's ``/metrics`` over the same
+link (``split.observations``). Every other RPC and the HTTP API are relayed to the writer
 process (``split.proxy``). Started by the writer process (``split.fronts``) with its
 ``FrontSpec`` in the environment; ``python -m services.pump.split.front``.
 
@@ -33,9 +34,11 @@ from grpclib.server import Server
 
 from services.pump.api import PumpApi, PumpBatchApi
 from services.pump.intake import WriteRefused, store_validated, validate
+from services.pump.metrics import RPC_BUCKETS
 from services.pump.pullwire import PumpCodec
 from services.pump.split.link import WriterLink
 from services.pump.split.local import LocalChannel
+from services.pump.split.observations import SHIP_INTERVAL, FrontObservations, ship_every
 from services.pump.split.proxy import RelayedRpc, http_splice
 from tributary.servicekit.net import bind
 from tributary.settings.logs import LogSettings
@@ -124,7 +127,8 @@ async def run_front(spec: FrontSpec) -> int:
     link = await WriterLink.connect(spec.writer)
     channel = LocalChannel(spec.grpc)
     writes = FrontWrites(link, spec.max_message_size)
-    local = PumpApi(spec.cluster_id, writes, _NoPulls()).__mapping__()
+    observations = FrontObservations(RPC_BUCKETS)
+    local = PumpApi(spec.cluster_id, writes, _NoPulls(), observations.observe).__mapping__()
     local.update(PumpBatchApi(spec.cluster_id, writes).__mapping__())
     relayed = {p: Cardinality[c] for p, c in spec.methods.items() if p not in LOCAL}
     server = Server(
@@ -136,6 +140,9 @@ async def run_front(spec: FrontSpec) -> int:
     sock = bind(spec.addr, reuse_port=True)
     await server.start(sock=sock, ssl=server_context(spec.security, alpn=ALPN_ONE_PORT))
     link.hello()
+    shipping = asyncio.create_task(
+        ship_every(SHIP_INTERVAL, observations, link.send_observed), name="pump-front-observed"
+    )
     stopped = asyncio.ensure_future(stop.wait())
     lost = asyncio.ensure_future(link.lost.wait())
     await asyncio.wait({stopped, lost}, return_when=asyncio.FIRST_COMPLETED)
@@ -150,6 +157,8 @@ async def run_front(spec: FrontSpec) -> int:
             await server.wait_closed()
     except TimeoutError:
         log.warning("front %d: calls did not finish within %.0f s", os.getpid(), GRACE)
+    shipping.cancel()
+    link.send_observed(observations.take())  # the calls answered since the last shipment
     await link.close()
     channel.close()
     return code

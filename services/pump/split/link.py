@@ -28,7 +28,9 @@ from services.pump.split.frames import (
     HELLO,
     PREFIX,
     BadFrame,
+    Observed,
     decode_ack,
+    encode_observed,
     encode_write,
     frame,
 )
@@ -36,6 +38,7 @@ from services.pump.split.local import connect_local, handed_over
 from services.pump.storage import WriteItem
 
 Results = list[WriteRefused | None]
+CLOSE_WITHIN = 2.0  # seconds a closing link may take to send what is buffered
 
 
 @dataclass(slots=True)
@@ -67,6 +70,11 @@ class WriterLink:
     def hello(self) -> None:
         """Tell the writer this front now serves the port."""
         self._writer.write(frame(HELLO, os.getpid()))
+
+    def send_observed(self, observed: Sequence[Observed]) -> None:
+        """Ship the front's RPC observations (``split.observations``); dropped once broken."""
+        if observed and self._broken is None:
+            self._writer.write(encode_observed(os.getpid(), observed))
 
     async def store(self, items: Sequence[WriteItem]) -> Results:
         """Each binlog's refusal, or None once the writer made it durable."""
@@ -129,7 +137,13 @@ class WriterLink:
                 c.future.set_exception(self._broken)
 
     async def close(self) -> None:
+        """Close the link once what was written to it is sent (within ``CLOSE_WITHIN``)."""
         self._writer.close()
+        try:
+            async with asyncio.timeout(CLOSE_WITHIN):
+                await self._writer.wait_closed()
+        except (OSError, TimeoutError):
+            pass  # the writer is gone: nothing more can reach it
         self._acks.cancel()
         try:
             await self._acks

@@ -77,7 +77,7 @@ async def serve_through_fronts(
         parent=os.getpid(),
     )
     fronts = Fronts(spec, cfg.fronts)
-    link = WriterEnd(pump.intake, hello=fronts.hello)
+    link = WriterEnd(pump.intake, hello=fronts.hello, observed=pump.metrics.merge_rpc)
     await link.start(names["writer"])
     stack.push_async_callback(link.close)
     stack.push_async_callback(fronts.stop)

@@ -1,9 +1,11 @@
 """The storage writer's end of the front link: a local socket the front processes write to.
 
-Each front connects once and sends ``WRITE`` frames (``split.frames``); every frame is stored
-as one request to the intake (state rules per binlog, then one group-commit request), and its
-``ACK`` goes back only after the binlogs are durable. Frames are handled concurrently, so the
-group writer merges the batches of every front into one append and one fsync.
+Each front connects once and sends ``WRITE`` frames (``split.frames``), and about once a
+second an ``OBSERVED`` frame of its RPC durations, added to the writer's metrics. Every
+``WRITE`` frame is stored as one request to the intake (state rules per binlog, then one
+group-commit request), and its ``ACK`` goes back only after the binlogs are durable. Frames
+are handled concurrently, so the group writer merges the batches of every front into one
+append and one fsync.
 
 Invariant: an ack for a binlog is written only after ``Intake.store_validated`` returned
 it stored (durable, indexed and fed to the sorter, in this process: the sorter sees every
@@ -16,16 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from services.pump.intake import Intake
 from services.pump.split.frames import (
     HELLO,
     MAX_FRAME,
+    OBSERVED,
     PREFIX,
     WRITE,
     BadFrame,
+    Observed,
     decode_items,
+    decode_observed,
     encode_ack,
 )
 from services.pump.split.local import listen_local
@@ -34,11 +39,18 @@ log = logging.getLogger(__name__)
 
 
 class WriterEnd:
-    """Serves the front link on a unix socket; ``hello(pid)`` is called per ready front."""
+    """Serves the front link on a unix socket; ``hello(pid)`` is called per ready front,
+    ``observed`` with each front's RPC observations (``split.observations``)."""
 
-    def __init__(self, intake: Intake, hello: Callable[[int], None] = lambda pid: None) -> None:
+    def __init__(
+        self,
+        intake: Intake,
+        hello: Callable[[int], None] = lambda pid: None,
+        observed: Callable[[Sequence[Observed]], None] = lambda observed: None,
+    ) -> None:
         self._intake = intake
         self._hello = hello
+        self._observed = observed
         self._server: asyncio.AbstractServer | None = None
         self._handlers: set[asyncio.Task[None]] = set()
 
@@ -73,6 +85,8 @@ class WriterEnd:
                     t.add_done_callback(pending.discard)
                 elif kind == HELLO:
                     self._hello(batch)
+                elif kind == OBSERVED:
+                    self._observed(decode_observed(body))
                 else:
                     raise BadFrame(f"unknown frame kind {kind}")
         except (asyncio.IncompleteReadError, ConnectionError):

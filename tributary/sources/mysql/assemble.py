@@ -103,6 +103,7 @@ class Assembler:
         if tp == ev.FORMAT_DESCRIPTION_EVENT:
             self._fde = ev.parse_format_description(raw)
             self._checksum = self._fde.checksum
+            self.schema.mariadb = "mariadb" in self._fde.server_version.lower()
             return None
         event = ev.check_crc32(raw) if self._checksum else raw
         ts, _tp, server_id, _size, log_pos = ev.header(event)

@@ -12,7 +12,9 @@ small, so a compiled table is cached by the TABLE_MAP's bytes (table id included
 table mapped again with the same definition reuses it. ``version`` counts the DDLs seen since
 the tracker started, and ``table_version`` the definitions seen per table, bumped when a DDL
 names the table or its TABLE_MAP changes; both count from the tracker's start, not from the
-upstream's history.
+upstream's history. ``mariadb`` says which server writes the TABLE_MAPs (their SIGNEDNESS
+bits count different columns, see ``tablemap``); the reader sets it from each binlog file's
+FORMAT_DESCRIPTION.
 """
 
 from __future__ import annotations
@@ -67,13 +69,14 @@ class SchemaTracker:
         self._table_versions: dict[tuple[str, str], int] = {}
         self._defs: dict[tuple[str, str], tuple[object, ...]] = {}
         self.version = 0
+        self.mariadb = False
 
     def on_table_map(self, event: bytes, post_header_len: int) -> CompiledTable:
         """Map the event's table id to its compiled table (compiling on first sight)."""
         key = event[19:]
         hit = self._by_bytes.get(key)
         if hit is None:
-            tmap = parse_table_map(event, post_header_len)
+            tmap = parse_table_map(event, post_header_len, mariadb=self.mariadb)
             name = (tmap.schema, tmap.table)
             shape = (tmap.columns, tmap.primary_key)
             version = self._table_versions.get(name, 0)

@@ -11,6 +11,14 @@ Worked example (FULL metadata) for ``t(id bigint unsigned primary key, name varc
 utf8mb4: types ``[8, 15]``; metadata ``80 00`` (varchar max length 80 bytes = 20 chars x 4);
 SIGNEDNESS ``0x80`` (first numeric column unsigned); DEFAULT_CHARSET ``[45]``; COLUMN_NAME
 ``["id", "name"]``; SIMPLE_PRIMARY_KEY ``[0]``.
+
+SIGNEDNESS has one bit per numeric column (most significant first, set = unsigned), and the
+servers disagree on which columns are numeric: MySQL counts the integer, FLOAT/DOUBLE and
+DECIMAL columns; MariaDB counts YEAR too (an unsigned TINYINT underneath). Counted the wrong
+way every bit after the first YEAR shifts: MariaDB writes ``t(y year, i int, ub bigint
+unsigned)`` as ``0xa0`` (y, ub unsigned); MySQL's count (i, ub) would read i unsigned and ub
+signed, and 2^64 - 1 would decode as -1. So the parser is told which server wrote the event
+(``mariadb``, from the FORMAT_DESCRIPTION's server version).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ T_VAR_STRING, T_STRING, T_GEOMETRY = 253, 254, 255
 NUMERIC = frozenset(
     {T_TINY, T_SHORT, T_INT24, T_LONG, T_LONGLONG, T_FLOAT, T_DOUBLE, T_NEWDECIMAL, T_DECIMAL}
 )
+MARIADB_NUMERIC = NUMERIC | {T_YEAR}  # the columns MariaDB's SIGNEDNESS has a bit for
 CHARACTER = frozenset({T_STRING, T_VAR_STRING, T_VARCHAR, T_BLOB})
 _META_2 = frozenset({T_VARCHAR, T_VAR_STRING, T_BIT, T_NEWDECIMAL, T_STRING, T_ENUM, T_SET})
 _META_1 = frozenset(
@@ -150,15 +159,15 @@ def _string_lists(buf: bytes, p: int, end: int) -> list[tuple[str, ...]]:
     return out
 
 
-def parse_table_map(event: bytes, post_header_len: int) -> TableMap:
-    """Parse a TABLE_MAP event (checksum removed)."""
+def parse_table_map(event: bytes, post_header_len: int, *, mariadb: bool = False) -> TableMap:
+    """Parse a TABLE_MAP event (checksum removed) written by MySQL, or by MariaDB."""
     try:
-        return _parse(event, post_header_len)
+        return _parse(event, post_header_len, MARIADB_NUMERIC if mariadb else NUMERIC)
     except (IndexError, ValueError) as e:
         raise MalformedEvent(f"bad TABLE_MAP event: {e!r}") from e
 
 
-def _parse(ev: bytes, post_header_len: int) -> TableMap:
+def _parse(ev: bytes, post_header_len: int, numeric: frozenset[int]) -> TableMap:
     p = 19
     id_len = 4 if post_header_len == 6 else 6
     table_id = int.from_bytes(ev[p : p + id_len], "little")
@@ -183,7 +192,7 @@ def _parse(ev: bytes, post_header_len: int) -> TableMap:
         flen, q = lenenc(ev, p + 1)
         fields[ftype] = (q, q + flen)
         p = q + flen
-    return _build(ev, table_id, schema, table, metas, nulls, fields)
+    return _build(ev, table_id, schema, table, metas, nulls, fields, numeric)
 
 
 def _build(
@@ -194,6 +203,7 @@ def _build(
     metas: list[tuple[int, int]],
     nulls: int,
     fields: dict[int, tuple[int, int]],
+    numeric: frozenset[int],
 ) -> TableMap:
     ncols = len(metas)
     names = _strings(ev, *fields[COLUMN_NAME]) if COLUMN_NAME in fields else []
@@ -206,7 +216,7 @@ def _build(
         nbits = (end - start) * 8
         k = 0
         for i, (t, _) in enumerate(metas):
-            if t in NUMERIC:
+            if t in numeric:
                 unsigned[i] = bool(bits >> (nbits - 1 - k) & 1)
                 k += 1
     char_idx = [i for i, (t, _) in enumerate(metas) if t in CHARACTER]
