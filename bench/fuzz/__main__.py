@@ -99,7 +99,8 @@ def run_guided(
         out = os.path.join(tmp, "figures.json")
         argv = [sys.executable, "-m", "bench.fuzz.guided", target, str(count), str(hang_s)]
         argv += [str(seed), out, str(max_s)]
-        proc = subprocess.run(argv, capture_output=True, check=False)
+        env = {**os.environ, "TMPDIR": tmp}  # its corpus and scratch files go with ``tmp``
+        proc = subprocess.run(argv, capture_output=True, check=False, env=env)
         try:
             with open(out) as f:
                 figures = json.load(f)

@@ -9,7 +9,9 @@ pump takes (``WriteBinlogReq`` then the binlog header) and the drainer pulls.
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
+import shutil
 import tempfile
 from decimal import Decimal
 from pathlib import Path
@@ -88,6 +90,7 @@ def open_seeds() -> list[bytes]:
 
 
 _DIR = Path(tempfile.mkdtemp(prefix="tributary-fuzz-reparo-"))
+atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
 _SEGMENT = _DIR / binlogfile.segment_name(0, dt.datetime(2024, 1, 1))
 
 
