@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench chaos lint type proto fmt clean k8s-up k8s-down
+.PHONY: demo test bench chaos fuzz lint type proto fmt clean k8s-up k8s-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ CHAOS_ARGS ?= --cycles 20
 
 chaos: $(STAMP)
 	$(BIN)/python -m bench.chaos $(CHAOS_ARGS)
+
+# Coverage-guided fuzzing of every parser of outside bytes (docs/fuzzing.md).
+FUZZ_ARGS ?= --count 1000000 --max-seconds 600
+
+fuzz: $(STAMP)
+	$(BIN)/pip install -q 'atheris>=2.3'
+	$(BIN)/python -m bench.fuzz --engine atheris $(FUZZ_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/tox -q -e lint

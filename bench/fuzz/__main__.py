@@ -1,8 +1,12 @@
-"""``python -m bench.fuzz --target X --count N [--seed S]``: mutate each target's seeds N times.
+"""``python -m bench.fuzz --target X --count N [--seed S] [--engine atheris]``: N inputs a target.
 
-Prints one JSON line (``bench``, ``target``, ``inputs``, ``rejected``, ``crashes``, ``hangs``)
-and exits non-zero on a crash (an exception not of our own error type) or a hang (an input
-taking more than ``--hang-s``). ``--target all`` runs every target.
+Two engines: ``mutate`` (the default, no dependency: random mutations of each target's seeds,
+what ``make test`` runs briefly) and ``atheris`` (coverage-guided, libFuzzer through the
+``atheris`` wheel, one process per target, ``bench.fuzz.guided``). Prints one JSON line a target
+(``bench``, ``engine``, ``target``, ``inputs``, ``rejected``, ``crashes``, ``hangs``,
+``seconds``; ``atheris`` adds libFuzzer's ``cov``/``ft`` edge and feature counts and the corpus
+size) and exits non-zero on a crash (an exception not of our own error type) or a hang (an
+input taking more than ``--hang-s``). ``--target all`` runs every target in turn.
 """
 
 from __future__ import annotations
@@ -10,9 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import random
+import re
 import signal
+import subprocess
 import sys
+import tempfile
+import time
 import traceback
 from types import FrameType
 
@@ -45,6 +54,7 @@ def mutate(rng: random.Random, seeds: list[bytes]) -> bytes:
 
 
 def run(target: str, count: int, seed: int, hang_s: float) -> dict[str, object]:
+    started = time.monotonic()
     fn, seeds = TARGETS[target]
     rng = random.Random(f"{target}:{seed}")
     rejected, crashes, hangs = 0, [], 0
@@ -71,8 +81,40 @@ def run(target: str, count: int, seed: int, hang_s: float) -> dict[str, object]:
                 signal.setitimer(signal.ITIMER_REAL, 0)
     finally:
         signal.signal(signal.SIGALRM, old)
-    return {"bench": "fuzz", "target": target, "inputs": count, "rejected": rejected,
-            "crashes": len(crashes) - hangs, "hangs": hangs, "first": crashes[:3]}  # fmt: skip
+    return {"bench": "fuzz", "engine": "mutate", "target": target, "inputs": count,
+            "rejected": rejected, "crashes": len(crashes) - hangs, "hangs": hangs,
+            "seconds": round(time.monotonic() - started, 1), "first": crashes[:3]}  # fmt: skip
+
+
+_STATS = re.compile(rb"#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/")
+
+
+def run_guided(
+    target: str, count: int, seed: int, hang_s: float, max_s: int = 0
+) -> dict[str, object]:
+    """``count`` inputs of libFuzzer's choosing (fewer if ``max_s`` seconds pass first), in a
+    process of its own (libFuzzer ends the process)."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="tributary-fuzz-") as tmp:
+        out = os.path.join(tmp, "figures.json")
+        argv = [sys.executable, "-m", "bench.fuzz.guided", target, str(count), str(hang_s)]
+        argv += [str(seed), out, str(max_s)]
+        env = {**os.environ, "TMPDIR": tmp}  # its corpus and scratch files go with ``tmp``
+        proc = subprocess.run(argv, capture_output=True, check=False, env=env)
+        try:
+            with open(out) as f:
+                figures = json.load(f)
+        except (OSError, ValueError):
+            tail = proc.stderr.decode("utf-8", "replace")[-600:]
+            figures = {"inputs": 0, "crashes": 1, "hangs": 0, "first": [{"error": tail}]}
+    ran = re.search(rb"stat::number_of_executed_units: *(\d+)", proc.stderr)
+    if ran:
+        figures["inputs"] = int(ran.group(1))
+    stats = _STATS.findall(proc.stderr)
+    cov, ft, corpus = (int(x) for x in stats[-1][1:]) if stats else (0, 0, 0)
+    return {"bench": "fuzz", "engine": "atheris", "target": target, **figures,
+            "seconds": round(time.monotonic() - started, 1), "cov": cov, "ft": ft,
+            "corpus": corpus, "exit": proc.returncode}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,11 +123,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=10_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hang-s", type=float, default=2.0)
+    p.add_argument("--engine", default="mutate", choices=["mutate", "atheris"])
+    p.add_argument("--max-seconds", type=int, default=0, help="atheris: per target, 0 = none")
     a = p.parse_args(argv)
+
     logging.disable(logging.WARNING)  # parsers warn about odd input; the line below reports
     bad = False
     for t in TARGETS if a.target == "all" else [a.target]:
-        out = run(t, a.count, a.seed, a.hang_s)
+        if a.engine == "atheris":
+            out = run_guided(t, a.count, a.seed, a.hang_s, a.max_seconds)
+        else:
+            out = run(t, a.count, a.seed, a.hang_s)
         bad = bad or bool(out["crashes"] or out["hangs"])
         print(json.dumps(out), flush=True)
     return 1 if bad else 0

@@ -1,7 +1,9 @@
 """Fuzz targets: each parser that takes bytes from outside, with seeds of valid input.
 
 A target is a function of ``bytes``; it may return anything or raise an error of our own type
-(``TributaryError``: every parser's documented rejection). Anything else is a crash.
+(``TributaryError``: every parser's documented rejection). Anything else is a crash. The
+binlog wire and the MySQL binlog are here; configs (``config_targets``), Kafka messages, pb
+files and TiDB rows (``message_targets``) and the HTTP APIs (``http_targets``) beside.
 """
 
 from __future__ import annotations
@@ -9,12 +11,17 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable
+from functools import partial
 
 import zstandard
 
+from bench.fuzz import config_targets as cfg
+from bench.fuzz import http_targets as http
+from bench.fuzz import message_targets as msg
 from services.pump.storage import record
 from tributary.cdc.model import ReplicaConfig
 from tributary.change import TableFilter
+from tributary.settings import from_toml
 from tributary.sources.mysql import Position
 from tributary.sources.mysql import payload as mysql_payload
 from tributary.sources.mysql.assemble import Assembler
@@ -87,8 +94,19 @@ TARGETS: dict[str, tuple[Callable[[bytes], object], list[bytes]]] = {
     "vlog_record": (_record_scan, [record.encode(b"hello"), record.encode_batch([b"a", b"bb"])[0]]),
     "mysql_events": (_mysql_events, _mysql_seeds()),
     "mysql_payload": (_payload, [e[19:] for e in _mysql_seeds()[2:]]),
-    "replica_config": (
-        _replica_config,
-        [b'{"case-sensitive": true, "filter": {"rules": ["a.*"]}}'],
-    ),
+    "replica_config": (_replica_config, cfg.JSON_SEEDS),
+    "write_binlog_req": (msg.write_binlog_req, msg.wire_seeds(_binlog_seeds())[0]),
+    "pull_payload": (msg.pull_payload, msg.wire_seeds(_binlog_seeds())[1]),
+    "tidb_rows": (msg.tidb_rows, msg.row_seeds()),
+    "arbiter_message": (msg.arbiter_message, msg.secondary_seeds()),
+    "canal_json": (msg.canal_message, msg.canal_seeds()),
+    "open_protocol": (msg.open_message, msg.open_seeds()),
+    "reparo_file": (msg.reparo_file, msg.reparo_seeds()),
+    **{name: (partial(from_toml, cls), seeds) for name, (cls, seeds) in cfg.SETTINGS.items()},
+    "changefeed_toml": (cfg.changefeed_toml, cfg.CHANGEFEED_SEEDS),
+    "changefeed_json": (cfg.changefeed_json, cfg.JSON_SEEDS),
+    "value_expr": (cfg.value_expr, cfg.EXPR_SEEDS),
+    "http_pump": (http.pump_http, http.PUMP_SEEDS),
+    "http_drainer": (http.drainer_http, http.DRAINER_SEEDS),
+    "http_capture": (http.capture_http, http.CAPTURE_SEEDS),
 }

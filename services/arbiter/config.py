@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from tributary.settings import BYTE_SIZE, HOST_PORT, LogSettings, choice, group, setting
-from tributary.sinks.schemes import OPENERS, scheme_of
+from tributary.sinks.schemes import OPENERS, BadSinkUrl, scheme_of
 
 DEFAULT_ADDR = "127.0.0.1:8251"
 
@@ -116,6 +116,11 @@ class ArbiterConfig:
             yield "down.worker-count", "worker-count and batch-size must be at least 1"
         if not self.down.url and self.down.db_type == "sqlite" and not self.down.path:
             yield "down.path", "required with db-type = sqlite: the SQLite file"
-        if scheme_of(self.down.sink_url()) not in OPENERS:
-            known = ", ".join(f"{s}://" for s in sorted(OPENERS))
-            yield "down.url", f"unknown downstream scheme; known: {known}"
+        try:
+            scheme = scheme_of(self.down.sink_url())
+        except BadSinkUrl as e:
+            yield "down.url" if self.down.url else "down.host", str(e)
+        else:
+            if scheme not in OPENERS:
+                known = ", ".join(f"{s}://" for s in sorted(OPENERS))
+                yield "down.url", f"unknown downstream scheme; known: {known}"

@@ -252,7 +252,7 @@ def _cli(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         request = _request(args)
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         print(f"binlog-cdc cli: cannot read the config: {e}", file=sys.stderr)
         return 2
     try:

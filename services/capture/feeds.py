@@ -39,7 +39,7 @@ from tributary.cdc.model import (
 )
 from tributary.cdc.spans import DDL_SPAN, WHOLE_SPAN, TableAssign, TableProgress, table_span
 from tributary.coord.kv import Kv
-from tributary.sinks.schemes import OPENERS, scheme_of
+from tributary.sinks.schemes import OPENERS, BadSinkUrl, scheme_of
 from tributary.sinks.urls import redact
 from tributary.wire.ts import from_seconds
 
@@ -74,7 +74,11 @@ class UpdateRequest:
 
 
 def check_sink(uri: str) -> None:
-    if scheme_of(uri) not in OPENERS:
+    try:
+        scheme = scheme_of(uri)
+    except BadSinkUrl as e:
+        raise BadRequest(str(e)) from e
+    if scheme not in OPENERS:
         known = ", ".join(f"{s}://" for s in sorted(OPENERS))
         raise BadRequest(f"unknown sink {redact(uri)!r}: the known schemes are {known}")
 

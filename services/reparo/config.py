@@ -21,7 +21,7 @@ from urllib.parse import quote
 from tributary.change import FilterError, TableFilter, parse_table
 from tributary.settings import STR_LIST, Kind, LogSettings, ProgressSettings, choice, group, setting
 from tributary.settings.parsers import parse_str_list
-from tributary.sinks.schemes import OPENERS, scheme_of
+from tributary.sinks.schemes import OPENERS, BadSinkUrl, scheme_of
 from tributary.wire import ts
 
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -133,9 +133,14 @@ class ReparoConfig:
     def validate(self) -> Iterator[tuple[str, str]]:
         if not self.data_dir:
             yield "data-dir", "required: the directory of the binlog files"
-        if scheme_of(self.destination()) not in OPENERS:
-            known = ", ".join(f"{s}://" for s in sorted(OPENERS))
-            yield "dest-url", f"unknown destination {self.destination()!r}; known: {known}"
+        try:
+            scheme = scheme_of(self.destination())
+        except BadSinkUrl as e:
+            yield "dest-url", str(e)
+        else:
+            if scheme not in OPENERS:
+                known = ", ".join(f"{s}://" for s in sorted(OPENERS))
+                yield "dest-url", f"unknown destination {self.destination()!r}; known: {known}"
         times_ok = True
         for key, text in (
             ("start-datetime", self.start_datetime),

@@ -22,6 +22,7 @@ from tributary.settings import (
     SettingsError,
     build_parser,
     dump,
+    from_toml,
     group,
     load,
     setting,
@@ -202,6 +203,18 @@ def test_config_file_problems(tmp_path: Path) -> None:
     broken = write(tmp_path / "broken.toml", "gc = = 3\n")
     with pytest.raises(SettingsError, match="not valid TOML"):
         load(PumpSettings, [], {"PUMP_CONFIG": broken}, "PUMP")
+
+
+def test_a_config_file_that_is_not_utf8_is_a_settings_error(tmp_path: Path) -> None:
+    """Seen writing the fuzz targets (toml_*): ``tomllib.load`` let UnicodeDecodeError out."""
+    latin1 = tmp_path / "pump.toml"
+    latin1.write_bytes(b'data-dir = "/var/d\xe9p\xf4t"\n')
+    with pytest.raises(SettingsError, match="not UTF-8") as err:
+        load(PumpSettings, ["--config", str(latin1)], {}, "PUMP")
+    assert err.value.problems[0].key == "config"
+    with pytest.raises(SettingsError, match="not UTF-8"):
+        from_toml(PumpSettings, b"gc = 3\n# \xff\n")
+    assert from_toml(PumpSettings, b"gc = 3\n").gc == 3 * 86400
 
 
 def test_table_shape_mismatches(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from tributary.settings.kinds import (
     choice,
 )
 from tributary.settings.listen import ListenSettings
-from tributary.settings.loader import load
+from tributary.settings.loader import from_toml, load
 from tributary.settings.logs import LogSettings
 from tributary.settings.model import group, setting, tables
 from tributary.settings.progress import ProgressSettings
@@ -68,6 +68,7 @@ __all__ = [
     "build_parser",
     "choice",
     "dump",
+    "from_toml",
     "go_style",
     "group",
     "load",

@@ -73,13 +73,35 @@ def load(
     return settings
 
 
+def from_toml(cls: type[T], data: bytes, origin: str = "config") -> T:
+    """Settings of type ``cls`` from the TOML document ``data`` alone (defaults beneath it; no
+    environment, no flags): what ``load`` makes of a config file, or one ``SettingsError``."""
+    root = spec_tree(cls)
+    out = Collected(known=ignored_keys(cls))
+    _apply_toml(root, data, origin, out)
+    settings: T = build(root, out.values)
+    out.problems += check(root, settings, out.origins)
+    if out.problems:
+        raise SettingsError(out.problems)
+    return settings
+
+
 def _apply_file(root: GroupSpec, path: str, out: Collected) -> None:
     origin = f"file {path}"
     try:
         with open(path, "rb") as f:
-            table = tomllib.load(f)
+            data = f.read()
     except OSError as e:
         out.problems.append(Problem("config", origin, f"cannot read: {e.strerror or e}"))
+        return
+    _apply_toml(root, data, origin, out)
+
+
+def _apply_toml(root: GroupSpec, data: bytes, origin: str, out: Collected) -> None:
+    try:
+        table = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:  # tomllib.load raises this one as it is, not as TOML's
+        out.problems.append(Problem("config", origin, f"not valid TOML: not UTF-8 ({e})"))
         return
     except tomllib.TOMLDecodeError as e:
         out.problems.append(Problem("config", origin, f"not valid TOML: {e}"))

@@ -49,14 +49,27 @@ OPENERS: dict[str, Opener] = {
 }
 
 
+class BadSinkUrl(SinkError):
+    """A sink URL ``urllib`` cannot read (an unclosed ``[`` in its host, say). The message does
+    not repeat the URL: it cannot be parsed to mask its password."""
+
+
+def _split(url: str) -> SplitResult:
+    try:
+        return urlsplit(url)
+    except ValueError as e:
+        raise BadSinkUrl(f"the sink URL is not a valid URL: {e}") from e
+
+
 def scheme_of(url: str) -> str:
-    return urlsplit(url).scheme.lower()
+    """The scheme of ``url``, lower case; BadSinkUrl when it is not a URL."""
+    return _split(url).scheme.lower()
 
 
 @asynccontextmanager
 async def open_sink(url: str, options: SinkOptions) -> AsyncIterator[Sink]:
     """Open the sink ``url`` names; unknown schemes are a SinkError listing the known ones."""
-    parts = urlsplit(url)
+    parts = _split(url)
     opener = OPENERS.get(parts.scheme.lower())
     if opener is None:
         known = ", ".join(f"{s}://" for s in sorted(OPENERS))

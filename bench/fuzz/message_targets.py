@@ -1,0 +1,149 @@
+"""Fuzz targets for messages other programs write: Kafka messages and the file sink's pb files.
+
+The arbiter's reading of tidb-binlog's secondary binlog (``services.arbiter.syncer.decode``:
+every refusal a ``MalformedMessage``), canal-json and Open Protocol decoding (the Kafka sinks
+read messages back to rebuild the upstream), reparo's reading of a pb binlog file (a segment
+written whole, then ``read_txns``), the TiDB row formats a drainer decodes, the payloads the
+pump takes (``WriteBinlogReq`` then the binlog header) and the drainer pulls.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime as dt
+import shutil
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+
+from services.arbiter.syncer import decode as arbiter_decode
+from services.reparo.reader import read_txns
+from tributary.change import ColumnInfo, Ddl, RowChange, RowKind, TableInfo, Txn
+from tributary.sinks.file import binlogfile, pbcodec
+from tributary.sinks.kafka import canal, openproto, secondary
+from tributary.tidbcodec import row as tidbrow
+from tributary.tidbcodec.datum import BytesDatum, IntDatum, NullDatum
+from tributary.wire import peek, views
+from tributary.wire.binlog import Entity, PullBinlogResp, WriteBinlogReq
+
+_T = TableInfo(
+    "shop",
+    "orders",
+    (
+        ColumnInfo("id", "bigint", is_pk=True),
+        ColumnInfo("price", "decimal(10,2)"),
+        ColumnInfo("state", "varchar(16)"),
+        ColumnInfo("note", "blob"),
+        ColumnInfo("f", "double"),
+    ),
+    primary_key=("id",),
+)
+_NEW = {"id": 7, "price": Decimal("15.00"), "state": "paid", "note": b"\x00\xff", "f": 1.5}
+_OLD = {"id": 7, "price": Decimal("12.50"), "state": "new", "note": None, "f": -0.0}
+_ROWS = (
+    RowChange(RowKind.INSERT, _T, _NEW),
+    RowChange(RowKind.UPDATE, _T, _NEW, _OLD),
+    RowChange(RowKind.DELETE, _T, _OLD),
+)
+_DDL = Ddl("shop", "ALTER TABLE orders ADD COLUMN x int", "orders")
+
+
+def arbiter_message(raw: bytes) -> None:
+    arbiter_decode("binlog", 0, 1, raw)
+
+
+def secondary_seeds() -> list[bytes]:
+    out = [
+        secondary.encode_txn(Txn(10, 9, rows=_ROWS)),
+        secondary.encode_txn(Txn(11, 10, ddl=_DDL)),
+    ]
+    return [m for m in out if m]
+
+
+def canal_message(raw: bytes) -> None:
+    canal.decode(raw)
+
+
+def canal_seeds() -> list[bytes]:
+    cols = canal.Columns.of(_T)
+    rows = [canal.encode_row(r, 10, cols, extension=e) for r in _ROWS for e in (False, True)]
+    return [*rows, canal.encode_ddl(_DDL, 11, extension=True), canal.encode_watermark(12)]
+
+
+def open_message(raw: bytes) -> None:
+    """Key and value of one Kafka message: the first two bytes say where the key ends."""
+    cut = int.from_bytes(raw[:2], "big") if len(raw) >= 2 else 0
+    openproto.decode(raw[2 : 2 + cut], raw[2 + cut :])
+
+
+def open_seeds() -> list[bytes]:
+    cols = openproto.Columns.of(_T)
+    pairs = [
+        openproto.single(openproto.event_key(10, "shop", "orders", 1), openproto.row_value(r, cols))
+        for r in _ROWS
+    ]
+    pairs.append(
+        openproto.single(openproto.event_key(11, "shop", "orders", 2), openproto.ddl_value(_DDL))
+    )
+    pairs.append(openproto.resolved(12))
+    return [len(k).to_bytes(2, "big") + k + v for k, v in pairs]
+
+
+_DIR = Path(tempfile.mkdtemp(prefix="tributary-fuzz-reparo-"))
+atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
+_SEGMENT = _DIR / binlogfile.segment_name(0, dt.datetime(2024, 1, 1))
+
+
+def reparo_file(raw: bytes) -> None:
+    """``raw`` as the one binlog file of a directory reparo replays."""
+    _SEGMENT.write_bytes(raw)
+    for _ in read_txns(_DIR):
+        pass
+
+
+def reparo_seeds() -> list[bytes]:
+    txns = (Txn(10, 9, rows=_ROWS), Txn(11, 10, ddl=_DDL))
+    return [b"".join(binlogfile.encode(p) for t in txns if (p := pbcodec.encode_txn(t)))]
+
+
+def tidb_rows(raw: bytes) -> None:
+    """The three TiDB old-format row encodings of ``TableMutation`` (first byte picks one)."""
+    if not raw:
+        return
+    kind, data = raw[0] % 3, raw[1:]
+    if kind == 0:
+        tidbrow.decode_inserted_row(data, 1 + raw[0] // 3 % 2)
+    elif kind == 1:
+        tidbrow.decode_updated_row(data)
+    else:
+        tidbrow.decode_deleted_row(data)
+
+
+def row_seeds() -> list[bytes]:
+    cols = [(1, IntDatum(7)), (2, BytesDatum(b"paid")), (3, NullDatum())]
+    return [
+        b"\x00" + tidbrow.encode_inserted_row([IntDatum(7)], cols),
+        b"\x01" + tidbrow.encode_updated_row(cols, cols[:2]),
+        b"\x02" + tidbrow.encode_deleted_row(cols),
+    ]
+
+
+def write_binlog_req(raw: bytes) -> None:
+    """The pump's WriteBinlog: the request, then the header of its payload (``intake``)."""
+    req = views.parse_write_binlog_req(raw)
+    if req.payload:
+        peek.peek(req.payload)
+
+
+def pull_payload(raw: bytes) -> None:
+    """The drainer's PullBinlogs: the payload of a response, then its binlog header."""
+    payload = views.pull_response_payload(raw)
+    if payload:
+        peek.peek(payload)
+
+
+def wire_seeds(binlogs: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """(WriteBinlogReq seeds, PullBinlogResp seeds) around the marshalled ``binlogs``."""
+    writes = [bytes(WriteBinlogReq(cluster_id=7, payload=b)) for b in binlogs]
+    pulls = [bytes(PullBinlogResp(entity=Entity(payload=b))) for b in binlogs]
+    return writes, pulls
