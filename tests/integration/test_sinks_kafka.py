@@ -1,6 +1,7 @@
 """The kafka:// sink on a real broker: one secondary binlog per transaction on partition 0, the
 checkpoint read back from the topic, an unreachable broker retried without loss or duplicates,
-and a message over the broker's limit refused with the transaction named."""
+a message over the broker's limit refused with the transaction named, and record batches kept
+under the limit by kafka-batch-size (a batch over it refused with the batch named)."""
 
 from __future__ import annotations
 
@@ -88,3 +89,23 @@ async def test_message_over_the_broker_limit_names_the_transaction(
         assert await sink.checkpoint() == 5
         await sink.apply([txn(7, 3)])  # the drainer stops; a sink reopened still works
     assert [t.commit_ts for _, t in await read_topic(broker.bootstrap, "big")] == [5, 7]
+
+
+async def test_record_batches_over_the_broker_limit(
+    kafka_factory: Callable[..., KafkaBroker],
+) -> None:
+    broker = kafka_factory(message_max_bytes="20000")
+    many = [txn(ts, ts, size=1500) for ts in range(10, 40)]  # 1.5 KB each, 45 KB in all
+    url = f"kafka://{broker.bootstrap}/small?ack-timeout=10&kafka-batch-size=16KiB"
+    async with open_sink(url, OPTS) as sink:
+        await sink.apply(many)
+        assert await sink.checkpoint() == 39
+    assert [t.commit_ts for _, t in await read_topic(broker.bootstrap, "small")] == list(
+        range(10, 40)
+    )
+    url = f"kafka://{broker.bootstrap}/large?ack-timeout=10&kafka-batch-size=64KiB"
+    async with open_sink(url, OPTS) as sink:
+        with pytest.raises(SinkError, match=r"a record batch of \d+ messages \(txns 10 to") as e:
+            await sink.apply(many)
+        assert "kafka-batch-size" in str(e.value) and not e.value.retriable
+        assert await sink.checkpoint() is None

@@ -1,12 +1,16 @@
 """Transactions as tidb-binlog's secondary binlog: presence of zero values and required fields,
-update rows (row = new, change_row = old), DDL, and the way back."""
+update rows (row = new, change_row = old), DDL, the way back, and the same bytes as the plain
+field-by-field encoder of ``tests/support/secondary_reference``."""
 
 from __future__ import annotations
 
+import random
+from decimal import Decimal
 from urllib.parse import urlsplit
 
 import pytest
 
+from tests.support import secondary_reference
 from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.sinks import SinkError
 from tributary.sinks.kafka.secondary import SecondaryBinlogError, decode_txn, encode_txn
@@ -134,3 +138,99 @@ def test_url_settings() -> None:
     assert parse_url(urlsplit("kafka://a:1/my%2Ftopic"), 1).topic == "my/topic"
     with pytest.raises(SinkError, match="unknown options"):
         parse_url(urlsplit("kafka://a:1/?nope=1"), 1)
+
+
+WIDE = TableInfo.build(
+    "db",
+    "wide",
+    [
+        ("i8", "tinyint"),
+        ("i64", "bigint"),
+        ("u64", "bigint unsigned"),
+        ("fl", "float"),
+        ("db", "double"),
+        ("dec", "decimal(20,4)"),
+        ("d", "date"),
+        ("ts", "timestamp(3)"),
+        ("tm", "time"),
+        ("y", "year"),
+        ("b1", "bit(1)"),
+        ("b20", "bit(20)"),
+        ("ch", "char(10)"),
+        ("vc", "varchar(300)"),
+        ("vb", "varbinary(300)"),
+        ("bin", "binary(4)"),
+        ("tx", "mediumtext"),
+        ("bl", "longblob"),
+        ("j", "json"),
+        ("e", "enum('x','y','z')"),
+        ("s", "set('r','w','x')"),
+        ("g", "geometry"),
+    ],
+    ["i64", "u64"],
+    {"uk_vc": ["vc"], "uk_two": ["ch", "d"]},
+)
+
+
+def wide_value(rng: random.Random, column: str) -> object:
+    if rng.random() < 0.15:
+        return None
+    size = rng.choice([0, 1, 5, 60, 123, 124, 125, 126, 127, 128, 200, 5000, 20000])
+    text = "".join(rng.choices("aé€😀\udcff", k=size))  # a lone surrogate too
+    match column:
+        case "i8" | "i64":
+            return rng.choice(
+                [0, 1, 127, 128, -1, -(2**63), 2**63 - 1, rng.randrange(-(2**40), 2**40)]
+            )
+        case "u64" | "b20":
+            edges = [4095, 4096, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**35 - 1]
+            return rng.choice([0, 127, 128, *edges, 2**35, 2**64 - 1, rng.randrange(2**20)])
+        case "b1":
+            return rng.choice([0, 1, b"\x01"])
+        case "fl" | "db":
+            return rng.choice([0.0, -1.5, 1e300, 3, Decimal("2.5"), "7.25"])
+        case "dec":
+            return rng.choice([Decimal("0"), Decimal("-12.3400"), Decimal("1E+5"), "9.99"])
+        case "d" | "ts" | "tm":
+            return rng.choice(["2024-02-29", "2024-01-02 03:04:05.678", "-838:59:59"])
+        case "y":
+            return rng.choice([2024, "0000", 1901])
+        case "vb" | "bin" | "bl" | "g":
+            return rng.choice([text.encode("utf-8", "surrogateescape"), b"", b"\x00\xff" * size])
+        case "j":
+            return rng.choice(['{"a": [1, 2]}', text, b"[]"])
+        case "e":
+            return rng.choice(["x", "Z", "", 0, 2, b"y"])
+        case "s":
+            return rng.choice(["", "r,x", "W", 5, b"r"])
+        case _:
+            return text
+
+
+def test_same_bytes_as_the_field_by_field_encoder() -> None:
+    rng = random.Random(15)
+    names = WIDE.column_names
+    for ts in range(1, 151):
+        rows = []
+        for _ in range(rng.randrange(1, 6)):
+            table = rng.choice([WIDE, WIDE, T])
+            pick = (lambda c: wide_value(rng, c)) if table is WIDE else (lambda c: ROW[c])
+            cols = names if table is WIDE else table.column_names
+            values = {c: pick(c) for c in cols if rng.random() < 0.95}
+            kind = rng.choice(["insert", "update", "delete"])
+            if kind == "update":
+                old = {c: pick(c) for c in cols}
+                rows.append(RowChange.update(table, old, values))
+            else:
+                rows.append(getattr(RowChange, kind)(table, values))
+        txn = Txn(ts * 2**40 + ts, rows=tuple(rows))
+        assert encode_txn(txn) == secondary_reference.encode_txn(txn), ts
+    ddl = Txn(2**62, ddl=Ddl("db", "alter table wide add z int" * 10, "wide"))
+    assert encode_txn(ddl) == secondary_reference.encode_txn(ddl)
+
+
+def test_each_table_object_has_its_own_plan() -> None:
+    twin = TableInfo.build("db", "t", [(c.name, c.mysql_type) for c in T.columns], ["id"])
+    for table in (T, twin, T):
+        txn = Txn(3, rows=(RowChange.insert(table, ROW),))
+        assert encode_txn(txn) == secondary_reference.encode_txn(txn)

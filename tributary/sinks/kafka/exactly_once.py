@@ -28,7 +28,13 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError, ProducerFenced
 
 from tributary.change import Txn
 from tributary.sinks.checkpoint import CheckpointRecord
-from tributary.sinks.kafka.client import ensure_compacted, last_value, start_producer
+from tributary.sinks.kafka.client import (
+    ensure_compacted,
+    last_value,
+    record_size,
+    send_batched,
+    start_producer,
+)
 from tributary.sinks.kafka.options import KafkaSettings
 from tributary.sinks.kafka.routing import Message, route
 from tributary.sinks.kafka.sink import too_large
@@ -134,32 +140,34 @@ class ExactlyOnceKafkaSink:
         assert producer is not None
         record = CheckpointRecord(last.commit_ts, schema_version=last.schema_version)
         topic, timeout = self.settings.topic, self.settings.ack_timeout
-        sent: list[tuple[Message, asyncio.Future[object]]] = []
+        futures: list[asyncio.Future[object] | None] = [None] * len(messages)
         try:
-            await producer.begin_transaction()
             for m in messages:
-                try:
-                    future = await producer.send(topic, m.value, key=m.key, partition=m.partition)
-                except MessageSizeTooLargeError as e:
-                    raise too_large(self.settings, m.txn, m.value, e) from e
-                sent.append((m, future))
+                if record_size(m.key, m.value) > self.settings.max_message_size:
+                    error = MessageSizeTooLargeError("kafka-max-message-size")
+                    raise too_large(self.settings, m.txn, m.value, error)
+            await producer.begin_transaction()
+            records = [(m.partition, m.key, m.value) for m in messages]
+            await send_batched(producer, topic, records, futures)
             mark = await producer.send(
                 self.settings.checkpoint_topic,
                 record.to_json().encode(),
                 key=self._key,
                 partition=0,
             )
-            await asyncio.wait_for(asyncio.gather(mark, *(f for _, f in sent)), timeout)
+            sent = list(dict.fromkeys(f for f in futures if f is not None))  # one per batch
+            await asyncio.wait_for(asyncio.gather(mark, *sent), timeout)
             await asyncio.wait_for(producer.commit_transaction(), timeout)
         except BaseException as e:
             await self._abandon()
             if isinstance(e, SinkError | asyncio.CancelledError):
                 raise
-            for m, f in sent:
-                if f.done() and not f.cancelled():
+            for m, f in zip(messages, futures, strict=True):
+                if f is not None and f.done() and not f.cancelled():
                     error = f.exception()
                     if isinstance(error, MessageSizeTooLargeError):
-                        raise too_large(self.settings, m.txn, m.value, error) from e
+                        batch = [n for n, g in zip(messages, futures, strict=True) if g is f]
+                        raise too_large(self.settings, m.txn, m.value, error, batch) from e
             if isinstance(e, ProducerFenced):
                 raise SinkError(
                     f"kafka sink: another producer with transactional id {self.settings.txn_id} "

@@ -6,6 +6,9 @@ in every log line, as all sink URLs are). Options, tidb-binlog's first:
 
 * ``kafka-version``, ``kafka-max-messages`` (1024), ``kafka-max-message-size`` (1GiB),
   ``kafka-client-id`` (tidb_binlog), ``ack-timeout`` (30 s);
+* ``kafka-batch-size`` (512KiB, never above ``kafka-max-message-size``): the largest record batch
+  the producer sends to one partition in one request (a message larger than it goes alone). The
+  broker checks its ``message.max.bytes`` (1 MiB by default) against whole batches;
 * ``kafka-exactly-once`` (false): each batch and its checkpoint commit in one Kafka transaction;
   the checkpoint lives in the compacted topic ``<topic>_checkpoint`` keyed by the cluster id, and
   ``kafka-transactional-id`` (default ``tributary-<topic>``) fences a previous incarnation;
@@ -30,6 +33,7 @@ from tributary.sinks.port import SinkError
 
 DEFAULT_MAX_MESSAGE_SIZE = 1 << 30  # tidb-binlog's kafka-max-message-size
 DEFAULT_MAX_MESSAGES = 1024
+DEFAULT_BATCH_SIZE = 512 << 10  # under the broker's default message.max.bytes (1 MiB + 12)
 DEFAULT_CLIENT_ID = "tidb_binlog"
 DEFAULT_ACK_TIMEOUT = 30.0  # seconds; tidb-binlog fails when no ack came for 30 s
 PARTITION_BY = ("fixed", "table", "key")
@@ -82,6 +86,7 @@ class KafkaSettings:
     topic: str
     max_messages: int = DEFAULT_MAX_MESSAGES
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    batch_size: int = DEFAULT_BATCH_SIZE
     client_id: str = DEFAULT_CLIENT_ID
     ack_timeout: float = DEFAULT_ACK_TIMEOUT
     kafka_version: str = ""
@@ -95,6 +100,12 @@ class KafkaSettings:
     @property
     def bootstrap(self) -> list[str]:
         return list(self.brokers)
+
+    @property
+    def record_batch_size(self) -> int:
+        """Bytes per record batch: ``kafka-batch-size``, capped by ``kafka-max-message-size``
+        (a topic limited to that must not see larger batches of small messages)."""
+        return min(self.batch_size, self.max_message_size)
 
     @property
     def checkpoint_topic(self) -> str:
@@ -123,6 +134,7 @@ _OPTIONS = frozenset(
         "kafka-version",
         "kafka-max-messages",
         "kafka-max-message-size",
+        "kafka-batch-size",
         "kafka-client-id",
         "ack-timeout",
         "kafka-exactly-once",
@@ -183,6 +195,7 @@ def parse_url(url: SplitResult, cluster_id: int) -> KafkaSettings:
             max_message_size=parse_byte_size(
                 query.get("kafka-max-message-size", DEFAULT_MAX_MESSAGE_SIZE)
             ),
+            batch_size=parse_byte_size(query.get("kafka-batch-size", DEFAULT_BATCH_SIZE)),
             client_id=query.get("kafka-client-id", DEFAULT_CLIENT_ID) or DEFAULT_CLIENT_ID,
             ack_timeout=float(query.get("ack-timeout", DEFAULT_ACK_TIMEOUT)),
             kafka_version=query.get("kafka-version", ""),
@@ -195,9 +208,10 @@ def parse_url(url: SplitResult, cluster_id: int) -> KafkaSettings:
         )
     except ValueError as e:
         raise SinkError(f"kafka sink URL: {e}") from e
-    if settings.max_messages < 1 or settings.max_message_size < 1 or settings.ack_timeout <= 0:
+    sizes = (settings.max_messages, settings.max_message_size, settings.batch_size)
+    if min(sizes) < 1 or settings.ack_timeout <= 0:
         raise SinkError(
-            "kafka sink URL: kafka-max-messages, kafka-max-message-size and ack-timeout "
-            "must be positive"
+            "kafka sink URL: kafka-max-messages, kafka-max-message-size, kafka-batch-size and "
+            "ack-timeout must be positive"
         )
     return settings

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from decimal import Decimal
 
-from tributary.change import Ddl, Row, RowChange, RowKind, SqlValue, TableInfo, Txn
+from tributary.change import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
 from tributary.sinks.file.pbcodec import ColType, column_type
 from tributary.sinks.port import SinkError
 from tributary.tidbcodec import mysqltypes as mt
@@ -93,6 +94,16 @@ def _flen_decimal(mysql_type: str) -> tuple[int, int]:
 
 
 # -- the wire ---------------------------------------------------------------------------------
+#
+# One pass per message. Everything that depends only on the table (its ``Table`` header, its
+# keys, which column encoder each column takes) is built once per ``TableInfo`` (``_plan``).
+# Each column encoder returns one whole entry of ``Row.columns``: tag 0a, the length, then the
+# ``Column``; the common short ones come from tables built at import. Example: int64 5 is
+# ``0a 02 10 05``; the string "ab" is ``0a 04 32 02 61 62``; NULL is ``0a 02 08 01``. Nested
+# lengths are summed as the parts are made, and the message is joined once at the end.
+#
+# tests/support/secondary_reference.py keeps the plain field-by-field encoder this one must
+# match byte for byte (a unit test compares them over every column type).
 
 
 def _tag(field: int, wire: int) -> bytes:
@@ -107,33 +118,152 @@ def _uint(field: int, value: int) -> bytes:
     return _tag(field, 0) + varint(value)
 
 
-def _column(value: SqlValue, name: str, ct: ColType, flen: int) -> bytes:
-    if value is None:
-        return b"\x08\x01"  # is_null = true
-    if name in _INTS:
-        if not isinstance(value, int):
+_BYTE = [bytes((i,)) for i in range(256)]
+_SMALL = 1 << 12
+_VARINTS = [varint(i) for i in range(_SMALL)]  # row, mutation and table lengths mostly
+
+
+def _uvarint(value: int) -> bytes:
+    """``varint`` with the cases up to five bytes (2**35) unrolled."""
+    if 0 <= value < _SMALL:
+        return _VARINTS[value]
+    if 0 < value < 0x200000:
+        if value < 0x4000:
+            return bytes((value & 0x7F | 0x80, value >> 7))
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
+    if 0 < value < 0x800000000:
+        low = (value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14 & 0x7F | 0x80)
+        if value < 0x10000000:
+            return bytes((*low, value >> 21))
+        return bytes((*low, value >> 21 & 0x7F | 0x80, value >> 28))
+    return varint(value)
+
+
+ColumnEncoder = Callable[[SqlValue], bytes]
+
+_NULL = b"\x0a\x02\x08\x01"  # Row.columns entry {is_null: true}
+_SHORT = 126  # payloads below this many bytes have a one-byte length, inside and out
+
+
+def _wrap(column: bytes) -> bytes:
+    """A ``Column`` as an entry of ``Row.columns``."""
+    return b"\x0a" + _uvarint(len(column)) + column
+
+
+def _int_encoder(field: int) -> ColumnEncoder:
+    tag = _BYTE[field << 3]
+    small = [b"\x0a\x02" + tag + _BYTE[i] for i in range(0x80)]
+    heads = [b""] + [b"\x0a" + _BYTE[n + 1] + tag for n in range(1, 11)]
+
+    def encode(value: SqlValue) -> bytes:
+        if value is None:
+            return _NULL
+        if value.__class__ is int:
+            if 0 <= value < 0x80:
+                return small[value]
+        elif not isinstance(value, int):
             raise SecondaryBinlogError(f"integer column holds {type(value).__name__} {value!r}")
-        return _uint(3 if ct.unsigned else 2, value)
-    if name in ("float", "double"):
+        raw = _uvarint(value)
+        return heads[len(raw)] + raw
+
+    return encode
+
+
+def _payload_heads(field: int) -> Callable[[int], bytes]:
+    """Field ``field`` (length-delimited) of a ``Column`` of an ``n``-byte payload, as an entry of
+    ``Row.columns`` up to the payload: ``head(n) + payload`` is the entry."""
+    tag = _BYTE[field << 3 | 2]
+    short = [b"\x0a" + _BYTE[n + 2] + tag + _BYTE[n] for n in range(_SHORT)]
+
+    def head(n: int) -> bytes:
+        if n < _SHORT:
+            return short[n]
+        inner = tag + _uvarint(n)
+        return b"\x0a" + _uvarint(len(inner) + n) + inner
+
+    return head
+
+
+def _text_encoder(field: int) -> ColumnEncoder:
+    """Strings (field 6) and bytes (field 5): bytes as they are, anything else as its text."""
+    head = _payload_heads(field)
+
+    def encode(value: SqlValue) -> bytes:
+        if value is None:
+            return _NULL
+        if value.__class__ is str:
+            try:
+                raw = value.encode()
+            except UnicodeEncodeError:
+                raw = value.encode("utf-8", "surrogateescape")
+        elif isinstance(value, bytes):
+            raw = value
+        else:
+            raw = _text(value).encode("utf-8", "surrogateescape")
+        return head(len(raw)) + raw
+
+    return encode
+
+
+def _double_encoder(name: str) -> ColumnEncoder:
+    pack = _DOUBLE.pack
+
+    def encode(value: SqlValue) -> bytes:
+        if value is None:
+            return _NULL
         if not isinstance(value, int | float | Decimal | str):
             raise SecondaryBinlogError(f"{name} column holds {type(value).__name__}")
-        return _tag(4, 1) + _DOUBLE.pack(float(value))
-    if name == "enum" or name == "set":
-        if isinstance(value, int):
-            return _uint(3, value)
+        return b"\x0a\x09\x21" + pack(float(value))
+
+    return encode
+
+
+def _enum_set_encoder(name: str, elems: tuple[str, ...]) -> ColumnEncoder:
+    number = _int_encoder(3)
+
+    def encode(value: SqlValue) -> bytes:
+        if value is None or isinstance(value, int):
+            return number(value)
         text = value.decode() if isinstance(value, bytes) else str(value)
-        return _uint(3, enum_index(ct.elems, text) if name == "enum" else set_mask(ct.elems, text))
-    if name == "bit":
+        return number(enum_index(elems, text) if name == "enum" else set_mask(elems, text))
+
+    return encode
+
+
+def _bit_encoder(flen: int) -> ColumnEncoder:
+    head = _payload_heads(5)
+
+    def encode(value: SqlValue) -> bytes:
+        if value is None:
+            return _NULL
         if isinstance(value, int):
             size = max((flen + 7) // 8 if flen > 0 else 1, (value.bit_length() + 7) // 8)
             value = value.to_bytes(size, "big")
-        return _len(5, value if isinstance(value, bytes) else str(value).encode())
+        raw = value if isinstance(value, bytes) else str(value).encode()
+        return head(len(raw)) + raw
+
+    return encode
+
+
+_INT64 = _int_encoder(2)
+_UINT64 = _int_encoder(3)
+_STRING = _text_encoder(6)
+_BYTES = _text_encoder(5)
+
+
+def _column_encoder(name: str, ct: ColType, flen: int) -> ColumnEncoder:
+    """The encoder of a column whose TiDB type name is ``name`` (``DatumToColumn``'s rules)."""
+    if name in _INTS:
+        return _UINT64 if ct.unsigned else _INT64
+    if name in ("float", "double"):
+        return _double_encoder(name)
+    if name == "enum" or name == "set":
+        return _enum_set_encoder(name, ct.elems)
+    if name == "bit":
+        return _bit_encoder(flen)
     if name in _BLOBS or name == "json":
-        raw = value if isinstance(value, bytes) else _text(value).encode("utf-8", "surrogateescape")
-        return _len(5, raw)
-    # strings, temporal, decimal and anything else: the text
-    raw = value if isinstance(value, bytes) else _text(value).encode("utf-8", "surrogateescape")
-    return _len(6, raw)
+        return _BYTES
+    return _STRING  # strings, temporal, decimal and anything else: the text
 
 
 def _text(value: SqlValue) -> str:
@@ -142,20 +272,39 @@ def _text(value: SqlValue) -> str:
     return str(value)
 
 
-def _row(values: Row, cols: list[tuple[str, str, ColType, int]]) -> bytes:
-    get = values.get
-    return b"".join(_len(1, _column(get(c), name, ct, flen)) for c, name, ct, flen in cols)
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What one table's ``Table`` messages share: fields 1-3 (names and column infos), field 5
+    (the unique keys) and the encoder of each column, in column order."""
+
+    info: TableInfo  # kept so the cache's id() key cannot be reused while the entry lives
+    head: bytes
+    keys: bytes
+    columns: tuple[tuple[str, ColumnEncoder], ...]
 
 
-def _table_header(info: TableInfo) -> tuple[bytes, bytes, list[tuple[str, str, ColType, int]]]:
-    """(fields 1-3 of ``Table``, field 5 (keys), the per-column encoding plan)."""
+_PLANS: dict[int, _Plan] = {}
+_PLANS_MAX = 1024
+
+
+def _plan(info: TableInfo) -> _Plan:
+    plan = _PLANS.get(id(info))
+    if plan is not None and plan.info is info:
+        return plan
+    if len(_PLANS) >= _PLANS_MAX:
+        _PLANS.clear()
+    plan = _PLANS[id(info)] = _build_plan(info)
+    return plan
+
+
+def _build_plan(info: TableInfo) -> _Plan:
     out = [_len(1, info.schema.encode()), _len(2, info.table.encode())]
-    plan = []
+    columns = []
     for c in info.columns:
         ct = column_type(c.mysql_type)
         name = type_name(ct)
         flen, dec = _flen_decimal(c.mysql_type)
-        plan.append((c.name, name, ct, flen))
+        columns.append((c.name, _column_encoder(name, ct, flen)))
         ci = (
             _len(1, c.name.encode())
             + _len(2, name.encode())
@@ -171,10 +320,15 @@ def _table_header(info: TableInfo) -> tuple[bytes, bytes, list[tuple[str, str, C
     key_bytes = b"".join(
         _len(5, _len(1, n.encode()) + b"".join(_len(2, c.encode()) for c in cs)) for n, cs in keys
     )
-    return b"".join(out), key_bytes, plan
+    return _Plan(info, b"".join(out), key_bytes, tuple(columns))
 
 
-_MUTATION = {RowKind.INSERT: 0, RowKind.UPDATE: 1, RowKind.DELETE: 2}
+# TableMutation: field 1 (type), then the tag of field 2 (row)
+_MUTATION = {
+    RowKind.INSERT: b"\x08\x00\x12",
+    RowKind.UPDATE: b"\x08\x01\x12",
+    RowKind.DELETE: b"\x08\x02\x12",
+}
 
 
 def _runs(rows: tuple[RowChange, ...]) -> Iterator[tuple[TableInfo, list[RowChange]]]:
@@ -188,6 +342,32 @@ def _runs(rows: tuple[RowChange, ...]) -> Iterator[tuple[TableInfo, list[RowChan
         yield run[0].table, run
 
 
+def _mutations(changes: list[RowChange], plan: _Plan, parts: list[bytes]) -> int:
+    """Append the ``Table.mutations`` entries of ``changes`` to ``parts``; their size."""
+    columns = plan.columns
+    varints = _VARINTS
+    size = 0
+    for ch in changes:
+        get = ch.values.get
+        row = b"".join([encode(get(c)) for c, encode in columns])
+        n = len(row)
+        row_len = varints[n] if n < _SMALL else _uvarint(n)
+        m_len = 3 + len(row_len) + n
+        if ch.old_values is None:
+            m_size = varints[m_len] if m_len < _SMALL else _uvarint(m_len)
+            parts += (b"\x22", m_size, _MUTATION[ch.kind], row_len, row)
+        else:
+            get = ch.old_values.get
+            old = b"".join([encode(get(c)) for c, encode in columns])
+            n = len(old)
+            old_len = varints[n] if n < _SMALL else _uvarint(n)
+            m_len += 1 + len(old_len) + n
+            m_size = varints[m_len] if m_len < _SMALL else _uvarint(m_len)
+            parts += (b"\x22", m_size, _MUTATION[ch.kind], row_len, row, b"\x1a", old_len, old)
+        size += 1 + len(m_size) + m_len
+    return size
+
+
 def encode_txn(txn: Txn) -> bytes | None:
     """The secondary binlog of ``txn``; None for a checkpoint-only marker."""
     if txn.ddl is not None:
@@ -196,22 +376,22 @@ def encode_txn(txn: Txn) -> bytes | None:
         return _uint(1, 1) + _uint(2, txn.commit_ts) + _len(4, ddl)
     if not txn.rows:
         return None
-    tables = []
+    parts: list[bytes] = []  # of dml_data: one Table per run of one table's rows
+    size = 0
     for info, changes in _runs(txn.rows):
-        head, keys, plan = _table_header(info)
-        muts = []
+        plan = _plan(info)
+        table: list[bytes] = [plan.head]
         try:
-            for ch in changes:
-                m = _uint(1, _MUTATION[ch.kind]) + _len(2, _row(ch.values, plan))
-                if ch.old_values is not None:
-                    m += _len(3, _row(ch.old_values, plan))
-                muts.append(_len(4, m))
+            t_len = len(plan.head) + _mutations(changes, plan, table) + len(plan.keys)
         except (SecondaryBinlogError, ValueError, KeyError) as e:
             raise SecondaryBinlogError(
                 f"txn {txn.commit_ts}: {info.qualified}: cannot write a row: {e}"
             ) from e
-        tables.append(_len(1, head + b"".join(muts) + keys))
-    return _uint(1, 0) + _uint(2, txn.commit_ts) + _len(3, b"".join(tables))
+        table.append(plan.keys)
+        t_size = _uvarint(t_len)
+        parts += (b"\x0a", t_size, *table)
+        size += 1 + len(t_size) + t_len
+    return b"".join([b"\x08\x00\x10", _uvarint(txn.commit_ts), b"\x1a", _uvarint(size), *parts])
 
 
 # -- reading ----------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from tributary.change import Txn
-from tributary.sinks.kafka.client import last_value, start_producer
+from tributary.sinks.kafka.client import last_value, record_size, send_batched, start_producer
 from tributary.sinks.kafka.options import KafkaSettings, parse_url
 from tributary.sinks.kafka.routing import Message, route
 from tributary.sinks.kafka.secondary import commit_ts_of
@@ -120,19 +120,30 @@ class KafkaSink:
 
     async def _send(self, messages: list[Message]) -> None:
         """Queue ``messages`` in order; each is in ``_inflight`` until ``_settle`` sees its ack."""
+        limit = self.settings.max_message_size
         for m in messages:
-            try:
-                future = await self._producer.send(
-                    self.settings.topic, m.value, key=m.key, partition=m.partition
-                )
-            except MessageSizeTooLargeError as e:
+            if record_size(m.key, m.value) > limit:
                 self._stale = True
-                raise too_large(self.settings, m.txn, m.value, e) from e
-            except KafkaError as e:
-                raise SinkError(
-                    f"kafka sink: cannot send txn {m.txn.commit_ts}: {e!r}", retriable=True
-                ) from e
-            self._inflight.append((m, future))
+                raise too_large(
+                    self.settings,
+                    m.txn,
+                    m.value,
+                    MessageSizeTooLargeError("kafka-max-message-size"),
+                )
+        futures: list[asyncio.Future[object] | None] = [None] * len(messages)
+        records = [(m.partition, m.key, m.value) for m in messages]
+        try:
+            await send_batched(self._producer, self.settings.topic, records, futures)
+        except KafkaError as e:
+            m = messages[futures.index(None)]
+            raise SinkError(
+                f"kafka sink: cannot send txn {m.txn.commit_ts}: {e!r}", retriable=True
+            ) from e
+        finally:  # what was queued, up to the first message that was not
+            for m, f in zip(messages, futures, strict=True):
+                if f is None:
+                    break
+                self._inflight.append((m, f))
 
     async def _settle(self) -> None:
         """Wait for the acks of the messages in flight, moving the checkpoint over each.
@@ -162,10 +173,11 @@ class KafkaSink:
                 )
             error = future.exception()
             if error is not None:
+                batch = [m for m, f in self._inflight if f is future]
                 self._inflight.clear()
                 self._stale = self._broken = True
                 if isinstance(error, MessageSizeTooLargeError):
-                    raise too_large(self.settings, txn, value, error) from error
+                    raise too_large(self.settings, txn, value, error, batch) from error
                 raise SinkError(
                     f"kafka sink: txn {txn.commit_ts} not delivered: {error!r}",
                     retriable=not isinstance(error, KafkaError) or bool(error.retriable),
@@ -183,7 +195,23 @@ class KafkaSink:
             log.warning("kafka sink: closed with messages in flight (they are resent)")
 
 
-def too_large(settings: KafkaSettings, txn: Txn, value: bytes, e: BaseException) -> SinkError:
+def too_large(
+    settings: KafkaSettings,
+    txn: Txn,
+    value: bytes,
+    e: BaseException,
+    batch: Sequence[Message] = (),
+) -> SinkError:
+    """The error for a message (or the record batch holding it, ``batch``) the broker refused as
+    too large."""
+    if len(batch) > 1:
+        return SinkError(
+            f"kafka sink: a record batch of {len(batch)} messages (txns {batch[0].txn.commit_ts} "
+            f"to {batch[-1].txn.commit_ts}, {sum(len(m.value) for m in batch)} bytes) is over the "
+            f"message size limit of topic {settings.topic} (lower kafka-batch-size, now "
+            f"{settings.record_batch_size}, or raise the broker's message.max.bytes or the "
+            f"topic's max.message.bytes): {e!r}"
+        )
     return SinkError(
         f"kafka sink: the message of txn {txn.commit_ts} (start ts {txn.start_ts}, "
         f"{len(txn.rows)} row changes) is {len(value)} bytes, over the message size limit of "
