@@ -22,6 +22,7 @@ from tributary.change import FilterError, TableFilter, parse_table
 from tributary.settings import STR_LIST, Kind, LogSettings, ProgressSettings, choice, group, setting
 from tributary.settings.parsers import parse_str_list
 from tributary.sinks.schemes import OPENERS, BadSinkUrl, scheme_of
+from tributary.sinks.urls import redact
 from tributary.wire import ts
 
 DATETIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -140,7 +141,8 @@ class ReparoConfig:
         else:
             if scheme not in OPENERS:
                 known = ", ".join(f"{s}://" for s in sorted(OPENERS))
-                yield "dest-url", f"unknown destination {self.destination()!r}; known: {known}"
+                where = redact(self.destination())
+                yield "dest-url", f"unknown destination {where!r}; known: {known}"
         times_ok = True
         for key, text in (
             ("start-datetime", self.start_datetime),

@@ -327,3 +327,10 @@ def test_reparo_toml_keys(tmp_path: Path) -> None:
     assert not cfg.table_filter().allows("tmp1", "x") and not cfg.table_filter().allows("C", "D")
     assert cfg.table_filter().allows("a", "b")
     assert load(ReparoConfig, ["--data-dir", "/d"], {}, "REPARO").destination() == "print://"
+
+
+def test_an_unknown_destination_is_named_without_its_password() -> None:
+    cfg = ReparoConfig(data_dir="/d", dest_url="nosuch://u:s3cret@h:1/")
+    problems = dict(cfg.validate())
+    assert "nosuch://u:******@h:1/" in problems["dest-url"]
+    assert "s3cret" not in problems["dest-url"]
