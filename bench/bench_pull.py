@@ -33,6 +33,7 @@ import asyncio
 import cProfile
 import gc
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -171,6 +172,7 @@ async def child_main(
         "cpu_s": time.process_time() - c0,
         "bytes": size,
         "counts": counts,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
@@ -270,6 +272,7 @@ async def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
             "cpu_s": round(cpu, 2),
             "binlogs_per_cpu_s": round(binlogs / cpu),
             "pumps_cpu_s": round(statistics.median(r["pumps_cpu_s"] for r in runs), 2),
+            "peak_rss_mib": round(statistics.median(r["peak_rss_mib"] for r in runs), 1),
         }
     return out
 

@@ -9,7 +9,15 @@ of the first run into the same number of batches as the storage formed and
 only appends and fdatasyncs them to one file (no index, no sorter, no event
 loop).
 
-Prints one JSON line: binlogs/s for each, the ratio to the baseline, batch figures.
+The disk is shared: one fdatasync takes from a fraction of a millisecond to several
+milliseconds depending on what else writes, so a ratio of two runs minutes apart says
+little. The runs are therefore done in ``--rounds`` rounds (storage, raw right after it
+with the same batches, then the batched storage run), and the figures are the medians
+of the rounds, the ratio the median of each round's own ratio. CPU per binlog
+(``time.process_time`` over the storage run: the storage, its threads and the bench's
+caller tasks) is the figure that does not follow the disk.
+
+Prints one JSON line: binlogs/s for each, the ratios to the baseline, batch figures.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import asyncio
 import itertools
 import json
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -47,7 +56,8 @@ def _payloads(txns: int, size: int) -> list[tuple[WriteItem, WriteItem]]:
 
 async def _storage_run(
     data_dir: Path, pairs: list[tuple[WriteItem, WriteItem]], callers: int, per_call: int
-) -> tuple[float, int]:
+) -> tuple[float, int, float]:
+    """(seconds, batches the storage formed, CPU seconds of this process meanwhile)"""
     it = iter([pairs[i : i + per_call] for i in range(0, len(pairs), per_call)])
 
     async def caller() -> None:
@@ -58,13 +68,13 @@ async def _storage_run(
     async with Storage.open(
         data_dir, StorageSettings(sync_log=True, stop_write_at_available_space=0)
     ) as storage:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         async with asyncio.TaskGroup() as tg:
             for n in range(callers):
                 tg.create_task(caller(), name=f"bench-caller-{n}")
-        took = time.perf_counter() - t0
+        took, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert storage.max_commit_ts == pairs[-1][1].header.commit_ts, storage.max_commit_ts
-        return took, storage.stats.batches
+        return took, storage.stats.batches, cpu
 
 
 def _raw_run(path: Path, pairs: list[tuple[WriteItem, WriteItem]], batches: int) -> float:
@@ -89,6 +99,7 @@ def main() -> None:
     ap.add_argument("--callers", type=int, default=256)
     ap.add_argument("--per-call", type=int, default=32, help="txns per call in the batched run")
     ap.add_argument("--uvloop", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     pairs = _payloads(args.txns, args.size)
     binlogs = 2 * len(pairs)
@@ -97,12 +108,32 @@ def main() -> None:
         import uvloop
 
         run = uvloop.run
-    with tempfile.TemporaryDirectory(prefix="bench-storage-") as tmp:
-        took, batches = run(_storage_run(Path(tmp) / "a", pairs, args.callers, 1))
-        raw = _raw_run(Path(tmp) / "raw.vlog", pairs, batches)
-        callers = max(1, args.callers // args.per_call)
-        took_b, batches_b = run(_storage_run(Path(tmp) / "b", pairs, callers, args.per_call))
-    storage_rate, raw_rate = binlogs / took, binlogs / raw
+    rounds = []
+    for _ in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="bench-storage-") as tmp:
+            took, batches, cpu = run(_storage_run(Path(tmp) / "a", pairs, args.callers, 1))
+            raw = _raw_run(Path(tmp) / "raw.vlog", pairs, batches)
+            callers = max(1, args.callers // args.per_call)
+            took_b, batches_b, cpu_b = run(
+                _storage_run(Path(tmp) / "b", pairs, callers, args.per_call)
+            )
+        rounds.append(
+            {
+                "storage": binlogs / took,
+                "raw": binlogs / raw,
+                "ratio": raw / took,
+                "batched": binlogs / took_b,
+                "ratio_batched": raw / took_b,
+                "batches": batches,
+                "batches_b": batches_b,
+                "cpu_us": cpu / binlogs * 1e6,
+                "cpu_us_b": cpu_b / binlogs * 1e6,
+            }
+        )
+
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in rounds)
+
     print(
         json.dumps(
             {
@@ -111,14 +142,19 @@ def main() -> None:
                 "callers": args.callers,
                 "prewrite_bytes": args.size,
                 "loop": "uvloop" if args.uvloop else "asyncio",
-                "batches": batches,
-                "binlogs_per_batch": round(binlogs / batches, 1),
-                "storage_binlogs_per_s": round(storage_rate),
-                "raw_binlogs_per_s": round(raw_rate),
-                "ratio_storage_to_raw": round(storage_rate / raw_rate, 3),
+                "rounds": args.rounds,
+                "batches": round(med("batches")),
+                "binlogs_per_batch": round(binlogs / med("batches"), 1),
+                "storage_binlogs_per_s": round(med("storage")),
+                "raw_binlogs_per_s": round(med("raw")),
+                "ratio_storage_to_raw": round(med("ratio"), 3),
+                "storage_cpu_us_per_binlog": round(med("cpu_us"), 2),
                 "batched_per_call": args.per_call,
-                "batched_binlogs_per_s": round(binlogs / took_b),
-                "batched_binlogs_per_batch": round(binlogs / batches_b, 1),
+                "batched_binlogs_per_s": round(med("batched")),
+                "batched_binlogs_per_batch": round(binlogs / med("batches_b"), 1),
+                "ratio_batched_to_raw": round(med("ratio_batched"), 3),
+                "batched_cpu_us_per_binlog": round(med("cpu_us_b"), 2),
+                "ratio_rounds": [round(r["ratio"], 3) for r in rounds],
             }
         )
     )

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -94,6 +95,23 @@ class Sorter:
             self._waiting.discard(item.start_ts)
         self._queue.append(item)
         return self._drain()
+
+    def push_many(self, items: Iterable[SortItem]) -> bool:
+        """:meth:`push` each item in order; True if the max commit ts moved.
+
+        The same as pushing one by one: a prewrite added at the tail cannot unblock the
+        head, so the queue is drained only after a commit or rollback arrives."""
+        before = self._max
+        queue, waiting = self._queue, self._waiting
+        for item in items:
+            if item.kind is ItemKind.PREWRITE:
+                waiting.add(item.start_ts)
+                queue.append(item)
+            else:
+                waiting.discard(item.start_ts)
+                queue.append(item)
+                self._drain()
+        return self._max != before
 
     def settle(self, start_ts: int) -> bool:
         """Stop waiting for ``start_ts`` (resolved as rolled back); True if the max moved."""

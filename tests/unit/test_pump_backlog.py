@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ P, C, FAKE = int(BinlogType.Prewrite), int(BinlogType.Commit), int(BinlogType.Ro
 
 
 async def test_count_commits_counts_commit_rows_in_the_half_open_range(tmp_path: Path) -> None:
-    index = await Index.open(tmp_path / "index.db")
+    pool = ThreadPoolExecutor(1)
+    index = await Index.open(tmp_path / "index.db", pool)
     try:
         # txn 10->20, txn 30->40, fake 50, txn 60->70, a prewrite 80 still open, fake 90
         rows = [
@@ -44,6 +46,7 @@ async def test_count_commits_counts_commit_rows_in_the_half_open_range(tmp_path:
         assert await index.count_commits(0, 100) == 1
     finally:
         await index.close()
+        pool.shutdown()
 
 
 async def test_backlog_counts_pullable_transactions_only(tmp_path: Path) -> None:

@@ -133,3 +133,53 @@ async def test_stopped_batcher_ends_even_when_send_swallows_the_cancel() -> None
     assert send.calls == 1
     with pytest.raises(RpcFailure, match="closed"):
         await batcher.submit(b"late")
+
+
+class SlowSend:
+    """A ``SendBatch`` that stores everything after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.sent: list[bytes] = []
+
+    async def __call__(self, payloads: Sequence[bytes]) -> list[RpcFailure | None]:
+        self.sent.extend(payloads)
+        await asyncio.sleep(self.delay)
+        return [None] * len(payloads)
+
+
+async def test_a_write_queued_past_its_timeout_fails_unsent() -> None:
+    send = SlowSend(0.2)
+    batcher = Batcher(send, queue_timeout=0.05)
+    run = asyncio.create_task(batcher.run(), name="test-batcher")
+    try:
+        async with asyncio.timeout(BOUND):
+            first = asyncio.create_task(batcher.submit(b"first"))
+            await eventually(lambda: send.sent == [b"first"])
+            late = asyncio.create_task(batcher.submit(b"late"))
+            assert await first is None
+            with pytest.raises(RpcFailure, match="waiting for batch") as failed:
+                await late
+            assert not failed.value.uncertain  # never sent
+            await batcher.submit(b"next")  # a fresh write goes through
+    finally:
+        batcher.stop()
+        await asyncio.wait([run], timeout=BOUND)
+    assert send.sent == [b"first", b"next"]
+
+
+async def test_two_batches_in_flight_and_the_rest_queued() -> None:
+    send = SlowSend(0.1)
+    batcher = Batcher(send, max_count=4, max_in_flight=2)
+    run = asyncio.create_task(batcher.run(), name="test-batcher")
+    try:
+        async with asyncio.timeout(BOUND):
+            callers = [asyncio.create_task(batcher.submit(bytes([i]))) for i in range(10)]
+            await eventually(lambda: len(send.sent) == 8)  # two batches of 4 (the cap)
+            await asyncio.sleep(0.02)
+            assert len(batcher._queue) == 2  # the third waits for a free slot
+            assert await asyncio.gather(*callers) == [None] * 10
+    finally:
+        batcher.stop()
+        await asyncio.wait([run], timeout=BOUND)
+    assert send.sent == [bytes([i]) for i in range(10)]

@@ -190,3 +190,30 @@ def test_any_arrival_order_matches_the_fifo_specification(raw: list[tuple[str, i
         assert sorter.max_commit_ts >= prev
         prev = sorter.max_commit_ts
         assert sorter.all_matched() == (not any(waiting(i) for i in range(k + 1)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_item, max_size=40), st.lists(st.integers(1, 8), max_size=10))
+def test_push_many_is_pushing_one_by_one(raw: list[tuple[str, int, int]], cuts: list[int]) -> None:
+    """Any arrival history (duplicate prewrites included) cut into batches at any points:
+    the max, the waiting prewrites, the handled position and the queue are the same."""
+    items = [
+        {"P": P(s, i), "C": C(s, c, i), "R": R(s, i), "F": F(s, i)}[kind]
+        for i, (kind, s, c) in enumerate(raw)
+    ]
+    one, many = Sorter(), Sorter()
+    pos = 0
+    for n in [*cuts, len(items)]:
+        batch = items[pos : pos + n]
+        moved = many.push_many(batch)
+        before = one.max_commit_ts
+        for item in batch:
+            one.push(item)
+        assert moved == (one.max_commit_ts != before)
+        assert (many.max_commit_ts, many.waiting(), many.handled, many.queued) == (
+            one.max_commit_ts,
+            one.waiting(),
+            one.handled,
+            one.queued,
+        )
+        pos += n

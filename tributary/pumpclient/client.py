@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Self, cast
 
 from tributary.coord.kv import Kv
-from tributary.pumpclient.batcher import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
+from tributary.pumpclient.batcher import DEFAULT_IN_FLIGHT, DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
 from tributary.pumpclient.clock import Clock, LoopClock
 from tributary.pumpclient.codec import encode_binlog
 from tributary.pumpclient.errors import PumpClientError
@@ -80,6 +80,7 @@ class PumpsClient:
         batch: bool = True,
         max_batch_count: int = DEFAULT_MAX_COUNT,
         max_batch_bytes: int = DEFAULT_MAX_BYTES,
+        max_batches_in_flight: int = DEFAULT_IN_FLIGHT,
         clock: Clock | None = None,
     ) -> None:
         self._source: PumpSource = (
@@ -96,6 +97,7 @@ class PumpsClient:
         self._ssl = ssl_context
         self._max_batch_count = max_batch_count
         self._max_batch_bytes = max_batch_bytes
+        self._max_batches_in_flight = max_batches_in_flight
         self._clock = clock or LoopClock()
         self.pumps = PumpSet(
             self._make_pump,
@@ -183,6 +185,7 @@ class PumpsClient:
             batch=self.batch,
             max_batch_count=self._max_batch_count,
             max_batch_bytes=self._max_batch_bytes,
+            max_batches_in_flight=self._max_batches_in_flight,
         )
         if pump.batcher is not None and self._tg is not None:
             self._batch_tasks[pump] = self._tg.create_task(

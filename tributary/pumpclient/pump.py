@@ -8,10 +8,14 @@ most ``max_err_nums``, as in TiDB's pump client.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-from tributary.pumpclient.batcher import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, Batcher
+from tributary.pumpclient.batcher import (
+    DEFAULT_IN_FLIGHT,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_COUNT,
+    Batcher,
+)
 from tributary.pumpclient.errors import RpcFailure
 from tributary.pumpclient.transport import BatchRejected, PumpTransport
 from tributary.registry.status import NodeState, NodeStatus
@@ -26,14 +30,20 @@ class Pump:
         batch: bool,
         max_batch_count: int = DEFAULT_MAX_COUNT,
         max_batch_bytes: int = DEFAULT_MAX_BYTES,
+        max_batches_in_flight: int = DEFAULT_IN_FLIGHT,
     ) -> None:
         self.status = status
         self.transport = transport
         self.err_num = 0
         self.batcher: Batcher | None = None
         if batch:
+            # A queued write waits at most one RPC timeout to be sent, then its own RPC's.
             self.batcher = Batcher(
-                self._send_batch, max_count=max_batch_count, max_bytes=max_batch_bytes
+                self._send_batch,
+                max_count=max_batch_count,
+                max_bytes=max_batch_bytes,
+                max_in_flight=max_batches_in_flight,
+                queue_timeout=transport.rpc_timeout,
             )
 
     @property
@@ -63,12 +73,8 @@ class Pump:
     async def _write(self, payload: bytes) -> None:
         if self.batcher is not None and self.transport.batch_supported:
             try:
-                # Queueing behind the batch in flight may take one more timeout.
-                async with asyncio.timeout(2 * self.transport.rpc_timeout):
-                    await self.batcher.submit(payload)
+                await self.batcher.submit(payload)
                 return
-            except TimeoutError as e:
-                raise RpcFailure("deadline exceeded waiting for batch", uncertain=True) from e
             except BatchRejected:
                 pass  # the pump takes it unary only: fall through
         await self.transport.write_one(payload)

@@ -8,25 +8,31 @@ last record indexed) and ``handlePointer`` (end of the last record the sorter
 finished with); a pointer keeps its fid in ``value`` and its offset in ``extra``.
 
 Invariants: each batch's rows and its ``headPointer`` commit in one
-transaction, and write transactions never interleave (one lock), so the index
-never holds half a batch. Reads go through a second connection and only see
-committed transactions. Durability of the index is not needed for safety
-(``synchronous=NORMAL``): whatever a crash loses is re-indexed from the value
-log after ``min(headPointer, handlePointer)``.
+transaction, and write transactions never interleave: every write runs, whole, on
+the storage's one write thread (the thread that appends to the value log, so the
+group writer appends, syncs and indexes a batch in one hand-off,
+:meth:`Index.put_batch_now`), so the index never holds half a batch. Reads go
+through a second connection (aiosqlite) and only see committed transactions.
+Durability of the index is not needed for safety (``synchronous=NORMAL``): whatever
+a crash loses is re-indexed from the value log after ``min(headPointer,
+handlePointer)``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import aiosqlite
 
 from services.pump.storage.segment import Pointer
+
+T = TypeVar("T")
 
 IndexRow = tuple[int, int, int, int, int, int]  # ts, kind, fid, off, size, start_ts
 
@@ -69,35 +75,42 @@ class CommitRow:
 
 
 class Index:
-    def __init__(self, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
+    """``writer`` is used only on ``write_pool`` (one thread); ``reader`` by aiosqlite."""
+
+    def __init__(
+        self, writer: sqlite3.Connection, reader: aiosqlite.Connection, write_pool: Executor
+    ) -> None:
         self._w = writer
         self._r = reader
-        self._lock = asyncio.Lock()
+        self._pool = write_pool
 
     @classmethod
-    async def open(cls, path: Path) -> Index:
-        writer = await aiosqlite.connect(path)
+    async def open(cls, path: Path, write_pool: Executor) -> Index:
+        """Open (creating) the index; ``write_pool`` must run one thread at a time."""
+        loop = asyncio.get_running_loop()
+        writer = await loop.run_in_executor(write_pool, _open_writer, path)
         try:
-            await writer.execute("PRAGMA journal_mode=WAL")
-            await writer.execute("PRAGMA synchronous=NORMAL")
-            await writer.executescript(_SCHEMA)
-            await writer.commit()
             reader = await aiosqlite.connect(path)
         except BaseException:
-            await writer.close()
+            await loop.run_in_executor(write_pool, writer.close)
             raise
         await reader.execute("PRAGMA query_only=ON")
-        return cls(writer, reader)
+        return cls(writer, reader, write_pool)
+
+    async def _on_writer(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
 
     async def close(self) -> None:
         try:
             await self._r.close()
         finally:
-            await self._w.close()
+            await self._on_writer(self._w.close)
 
     async def meta(self) -> Meta:
-        rows = await self._w.execute_fetchall("SELECT key, value, extra FROM meta")
-        m = {str(k): (int(v), int(e)) for k, v, e in rows}
+        def read() -> list[tuple[str, int, int]]:
+            return list(self._w.execute("SELECT key, value, extra FROM meta"))
+
+        m = {str(k): (int(v), int(e)) for k, v, e in await self._on_writer(read)}
 
         def ptr(key: str) -> Pointer | None:
             return Pointer(*m[key]) if key in m else None
@@ -109,42 +122,48 @@ class Index:
             ptr("handlePointer"),
         )
 
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            try:
-                yield self._w
-                await self._w.commit()
-            except BaseException:
-                await self._rollback()
-                raise
+    def _transaction(self, *statements: tuple[str, Sequence[object]]) -> int:
+        """Run ``statements`` in one transaction (on the write thread); rows changed by
+        the last one. Rolled back on any error."""
+        db, changed = self._w, 0
+        try:
+            for sql, args in statements:
+                changed = db.execute(sql, args).rowcount
+            db.commit()
+        except BaseException:
+            _rollback(db)
+            raise
+        return changed
+
+    def put_batch_now(self, rows: Sequence[IndexRow], head: Pointer) -> None:
+        """Rows and the new head pointer, in one transaction. Call on the write thread."""
+        db = self._w
+        try:
+            db.executemany(_PUT, rows)
+            db.execute(_META, ("headPointer", head.fid, head.offset))
+            db.commit()
+        except BaseException:
+            _rollback(db)
+            raise
 
     async def put_batch(self, rows: Sequence[IndexRow], head: Pointer) -> None:
-        """Rows and the new head pointer, in one transaction."""
-        async with self._transaction() as db:
-            await db.executemany(_PUT, rows)
-            await db.execute(_META, ("headPointer", head.fid, head.offset))
+        """:meth:`put_batch_now` on the write thread."""
+        await self._on_writer(lambda: self.put_batch_now(rows, head))
 
     async def save_progress(self, max_commit_ts: int, handle: Pointer) -> None:
-        async with self._transaction() as db:
-            await db.execute(_META, ("maxCommitTS", max_commit_ts, 0))
-            await db.execute(_META, ("handlePointer", handle.fid, handle.offset))
+        await self._on_writer(
+            lambda: self._transaction(
+                (_META, ("maxCommitTS", max_commit_ts, 0)),
+                (_META, ("handlePointer", handle.fid, handle.offset)),
+            )
+        )
 
     async def save_gc_ts(self, ts: int) -> None:
-        async with self._transaction() as db:
-            await db.execute(_META, ("gcTS", ts, 0))
+        await self._on_writer(lambda: self._transaction((_META, ("gcTS", ts, 0))))
 
     async def delete_upto(self, ts: int, limit: int) -> int:
         """Delete up to ``limit`` rows with ts <= ``ts`` in one transaction; how many went."""
-        async with self._transaction() as db:
-            cur = await db.execute(_DELETE, (ts, limit))
-        return int(cur.rowcount)
-
-    async def _rollback(self) -> None:
-        try:
-            await self._w.rollback()
-        except sqlite3.Error:
-            pass  # the original error is the one worth raising
+        return await self._on_writer(lambda: self._transaction((_DELETE, (ts, limit))))
 
     async def commits(self, after: int, upto: int, limit: int) -> list[CommitRow]:
         rows = await self._r.execute_fetchall(_COMMITS, (after, upto, limit))
@@ -166,3 +185,23 @@ class Index:
             await self._r.execute_fetchall("SELECT fid, off, size FROM binlog WHERE ts = ?", (ts,))
         )
         return (int(rows[0][0]), int(rows[0][1]), int(rows[0][2])) if rows else None
+
+
+def _open_writer(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, check_same_thread=False)  # used by the one write thread only
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(_SCHEMA)
+        db.commit()
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    try:
+        db.rollback()
+    except sqlite3.Error:
+        pass  # the original error is the one worth raising

@@ -69,8 +69,7 @@ async def catch_up(
                 items.append(item)
         last = records[-1]
         await index.put_batch(rows, Pointer(last.fid, last.offset + last.size))
-        for item in items:
-            sorter.push(item)
+        sorter.push_many(items)
         replayed += len(records)
     if replayed:
         log.info("replayed %d value-log records from %06d@%d", replayed, start.fid, start.offset)

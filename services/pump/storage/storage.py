@@ -63,6 +63,7 @@ class Storage:
         resolver: Resolver,
         latest_ts: Callable[[], int],
         monotonic: Callable[[], float],
+        write_pool: ThreadPoolExecutor,
     ) -> None:
         self._settings = settings
         self._vlog = vlog
@@ -75,7 +76,7 @@ class Storage:
             settings.space_check_interval,
             monotonic,
         )
-        self._write_pool = ThreadPoolExecutor(1, thread_name_prefix="pump-vlog-write")
+        self._write_pool = write_pool  # one thread: value-log appends and index writes
         self._read_pool = ThreadPoolExecutor(2, thread_name_prefix="pump-vlog-read")
         self._writer = GroupWriter(
             vlog, index, self._written, settings, self.stats, self._write_pool
@@ -121,8 +122,9 @@ class Storage:
         vlog = await asyncio.to_thread(
             ValueLog.open, data_dir / "value", settings.segment_size, settings.sync_log
         )
+        write_pool = ThreadPoolExecutor(1, thread_name_prefix="pump-storage-write")
         try:
-            index = await Index.open(data_dir / "index.db")
+            index = await Index.open(data_dir / "index.db", write_pool)
             try:
                 meta = await index.meta()
             except BaseException:
@@ -130,9 +132,12 @@ class Storage:
                 raise
         except BaseException:
             vlog.close(finalize_min=settings.finalize_on_close)
+            write_pool.shutdown(wait=False)
             raise
         resolver = resolver or WaitResolver()
-        self = cls(data_dir, settings, vlog, index, meta, resolver, latest_ts, monotonic)
+        self = cls(
+            data_dir, settings, vlog, index, meta, resolver, latest_ts, monotonic, write_pool
+        )
         try:
             await self._recover()
             self._start()
@@ -208,8 +213,10 @@ class Storage:
         real = [it for it in items if not it.header.is_probe]
         if not real:
             return
-        for it in real:
-            if not self.writable_for(it.header):
+        # One look at the free space per request: it is the same for every prewrite in it.
+        prewrite = next((it for it in real if it.header.tp == BinlogType.Prewrite), None)
+        if prewrite is not None:
+            if not self.writable_for(prewrite.header):
                 self.stats.error_count["full"] += 1
                 raise StorageFull(
                     f"available space {self._space.available} <= "
@@ -218,13 +225,12 @@ class Storage:
         await self._writer.submit(real)
 
     def _written(self, items: Sequence[WriteItem], appended: Appended) -> None:
-        moved = False
-        push = self._sorter.push
-        for it, off, size in zip(items, appended.offsets, appended.sizes, strict=True):
-            item = sort_item(it.header, Pointer(appended.fid, off + size))
-            if item is not None:
-                moved = push(item) or moved
-        if moved:
+        fid = appended.fid
+        sorted_items = (
+            sort_item(it.header, Pointer(fid, off + size))
+            for it, off, size in zip(items, appended.offsets, appended.sizes, strict=True)
+        )
+        if self._sorter.push_many(i for i in sorted_items if i is not None):
             self._advance()
 
     def _advance(self) -> None:

@@ -1,8 +1,9 @@
 """Group commit: one task turns queued write requests into batches.
 
-Per batch: one value-log append (a single write of every record) and one
-fdatasync in a worker thread, then one index transaction, then the sorter is
-fed and every caller's future is resolved.
+Per batch, in one hand-off to the storage's write thread: one value-log append (a
+single write of every record), one fdatasync and one index transaction; back on the
+event loop the sorter is fed and every caller's future is resolved. While the thread
+works, the next batch gathers in the queue.
 
 Invariants: a caller's future resolves only after its binlogs are on disk and
 indexed; a batch that fails at any step fails every future in it and leaves
@@ -14,6 +15,7 @@ value log, the index and the sorter in queue order.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import sqlite3
 import time
@@ -53,6 +55,7 @@ class _Request:
     items: Sequence[WriteItem]
     size: int
     future: asyncio.Future[None]
+    queued_at: float  # perf_counter
 
 
 def index_row(header: BinlogHeader, fid: int, offset: int, size: int) -> IndexRow | None:
@@ -84,7 +87,11 @@ class GroupWriter:
         self._settings = settings
         self._stats = stats
         self._executor = executor
-        self._queue: asyncio.Queue[_Request] = asyncio.Queue(settings.kv_chan_cap)
+        self._queue: collections.deque[_Request] = collections.deque()
+        self._wakeup: asyncio.Future[None] | None = None  # the writer task waits for a request
+        self._idle = asyncio.Event()  # nothing queued or being committed
+        self._idle.set()
+        self._space = asyncio.Event()  # pulsed when the writer takes requests off the queue
         self._closing = False
         self._stopped = False
         self._broken: StorageError | None = None
@@ -95,37 +102,48 @@ class GroupWriter:
             raise StorageClosed("storage is closing")
         if self._broken is not None:
             raise self._broken
+        while len(self._queue) >= self._settings.kv_chan_cap:
+            await self._space.wait()
         t0 = time.perf_counter()
         size = len(items[0].payload) if len(items) == 1 else sum(len(i.payload) for i in items)
-        request = _Request(items, size, asyncio.get_running_loop().create_future())
-        await self._queue.put(request)
+        request = _Request(items, size, asyncio.get_running_loop().create_future(), t0)
+        self._queue.append(request)
+        self._idle.clear()
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
         if self._stopped:
             self.fail_leftovers()
         await request.future
-        self._stats.write_binlog_duration_time["single"].observe(time.perf_counter() - t0)
 
     async def run(self) -> None:
         """The writer task: runs until cancelled (after :meth:`stop`)."""
         queue = self._queue
+        loop = asyncio.get_running_loop()
         while True:
-            batch = [await queue.get()]
+            while not queue:
+                self._wakeup = loop.create_future()
+                await self._wakeup
+            batch = [queue.popleft()]
             try:
                 size = batch[0].size
                 limit = max(self._settings.batch_bytes, size + SMALL_FIRST)
-                while size < limit and not queue.empty():
-                    batch.append(queue.get_nowait())
+                while size < limit and queue:
+                    batch.append(queue.popleft())
                     size += batch[-1].size
+                self._space.set()
+                self._space.clear()
                 await self._commit(batch, size)
             finally:
                 # Normally every future is resolved by now; after a crash they must not hang.
                 _fail(batch, StorageError("storage writer stopped", retriable=False))
-                for _ in batch:
-                    queue.task_done()
+                if not queue:
+                    self._idle.set()
 
     async def stop(self) -> None:
         """Refuse new requests and wait until every queued one is done."""
         self._closing = True
-        await self._queue.join()
+        await self._idle.wait()
 
     def break_down(self, error: StorageError) -> None:
         """The writer task died: fail what is queued and refuse everything from now on."""
@@ -136,9 +154,10 @@ class GroupWriter:
         """Fail requests still queued once the writer task is gone."""
         self._stopped = True
         error = self._broken or StorageClosed("storage closed")
-        while not self._queue.empty():
-            _fail([self._queue.get_nowait()], error)
-            self._queue.task_done()
+        while self._queue:
+            _fail([self._queue.popleft()], error)
+        self._idle.set()
+        self._space.set()
 
     async def _commit(self, batch: list[_Request], size: int) -> None:
         if self._broken is not None:
@@ -147,28 +166,41 @@ class GroupWriter:
         t0 = time.perf_counter()
         items = [it for r in batch for it in r.items]
         loop = asyncio.get_running_loop()
-        max_ts = max(it.header.ts for it in items)
-        payloads = [it.payload for it in items]
         try:
-            appended = await loop.run_in_executor(
-                self._executor, self._vlog.append, payloads, max_ts
-            )
-        except OSError as e:
+            appended = await loop.run_in_executor(self._executor, self._store, items)
+        except _AppendFailed as e:
             self._stats.error_count["write"] += 1
-            log.error("value log append of %d binlogs failed: %s", len(items), e)
-            _fail(batch, from_os_error("value log append", e))
+            log.error("value log append of %d binlogs failed: %s", len(items), e.cause)
+            _fail(batch, from_os_error("value log append", e.cause))
             return
-        if not await self._index_batch(batch, items, appended):
+        except _IndexFailed as e:
+            self._stats.error_count["index"] += 1
+            log.error("index transaction for %d binlogs failed: %s", len(items), e.cause)
+            if e.undo_failed is not None:
+                # The value log now holds records nobody was told about: stop writing.
+                log.critical("cannot undo a failed batch in the value log: %s", e.undo_failed)
+                self._broken = from_os_error("value log rollback", e.undo_failed)
+                self._broken.retriable = False
+            _fail(batch, from_sqlite_error("index write failed", e.cause))
             return
         self._on_written(items, appended)
+        now = time.perf_counter()
+        single = self._stats.write_binlog_duration_time["single"]
         for r in batch:
             if not r.future.done():
                 r.future.set_result(None)
-        self._account(items, size, appended, time.perf_counter() - t0)
+            single.observe(now - r.queued_at)
+        self._account(items, size, appended, now - t0)
 
-    async def _index_batch(
-        self, batch: list[_Request], items: list[WriteItem], appended: Appended
-    ) -> bool:
+    def _store(self, items: list[WriteItem]) -> Appended:
+        """On the write thread: append and sync the batch, then index it, as one hand-off.
+        A failed index transaction cuts the batch back out of the value log."""
+        try:
+            appended = self._vlog.append(
+                [it.payload for it in items], max(i.header.ts for i in items)
+            )
+        except OSError as e:
+            raise _AppendFailed(e) from e
         fid = appended.fid
         rows = [
             row
@@ -177,22 +209,15 @@ class GroupWriter:
         ]
         head = Pointer(fid, appended.offsets[-1] + appended.sizes[-1])
         try:
-            await self._index.put_batch(rows, head)
-            return True
+            self._index.put_batch_now(rows, head)
         except (sqlite3.Error, OSError) as e:
-            self._stats.error_count["index"] += 1
-            log.error("index transaction for %d binlogs failed: %s", len(items), e)
-            error = from_sqlite_error("index write failed", e)
-        try:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._executor, self._vlog.rollback, appended)
-        except OSError as e:
-            # The value log now holds records nobody was told about: stop writing.
-            log.critical("cannot undo a failed batch in the value log: %s", e)
-            self._broken = from_os_error("value log rollback", e)
-            self._broken.retriable = False
-        _fail(batch, error)
-        return False
+            failed = _IndexFailed(e)
+            try:
+                self._vlog.rollback(appended)
+            except OSError as undo:
+                failed.undo_failed = undo
+            raise failed from e
+        return appended
 
     def _account(self, items: list[WriteItem], size: int, a: Appended, took: float) -> None:
         st = self._stats
@@ -217,6 +242,17 @@ class GroupWriter:
                 took,
                 a.fsync,
             )
+
+
+class _AppendFailed(Exception):
+    def __init__(self, cause: OSError) -> None:
+        self.cause = cause
+
+
+class _IndexFailed(Exception):
+    def __init__(self, cause: sqlite3.Error | OSError) -> None:
+        self.cause = cause
+        self.undo_failed: OSError | None = None
 
 
 def _fail(batch: list[_Request], error: StorageError) -> None:
