@@ -286,8 +286,9 @@ class Processor:
             log.info("changefeed %s: DDL at %d waits for every table", self.feed, ts)
             await self._wait(lambda: book.others_reached(self._observed, ts - 1))
             if book.marks[DDL_SPAN].checkpoint_ts < ts:
-                self._use_safe_mode(sink, item.position)
+                self._use_safe_mode(sink)
                 await sink.apply([item.txn])
+                self._applied_up_to(item.position)
                 self.last_synced_ts = ts
         else:
             await self._wait(lambda: self._observed.get(DDL_SPAN, 0) >= ts)
@@ -300,12 +301,19 @@ class Processor:
             self._seen.clear()
             await self._seen.wait()
 
-    def _use_safe_mode(self, sink: Sink, position: str) -> None:
-        """Safe mode until the reader passes the binlog end seen at the start (spread only)."""
+    def _use_safe_mode(self, sink: Sink) -> None:
+        """Safe mode until the reader passes the binlog end seen at the start (spread only):
+        what comes before that end may have been applied by the capture that ran these
+        tables before, and is replayed idempotently."""
+        sink.safe_mode = self._safe_until is not None
+
+    def _applied_up_to(self, position: str) -> None:
+        """After a write: once everything up to the start's binlog end is applied, safe mode is
+        off for what follows. Decided after the write, never for a batch that still holds
+        transactions before that end (a batch reaching past it is applied in safe mode)."""
         if self._safe_until is not None and self._source.reached(position, self._safe_until):
             self._safe_until = None
             log.info("changefeed %s: caught up, safe mode off", self.feed)
-        sink.safe_mode = self._safe_until is not None
 
     async def _commit(self, sink: Sink, batch: list[SourceItem]) -> None:
         if not batch:
@@ -313,8 +321,9 @@ class Processor:
         book = self.book
         txns = [book.keep(i.txn) for i in batch if not i.resolved]
         if txns:  # resolved markers move the checkpoint only: nothing to write downstream
-            self._use_safe_mode(sink, batch[-1].position)
+            self._use_safe_mode(sink)
             await sink.apply(txns)
+            self._applied_up_to(batch[-1].position)
         book.advance(batch[-1].txn.commit_ts, batch[-1].position)
         self._last_position = batch[-1].position
         self.applied_txns += len(txns)
