@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,10 +26,8 @@ CYCLES = 5
 VICTIMS = {"pump", "drainer", "downstream", "tso_leader", "etcd"}
 
 
-def test_five_chaos_cycles_lose_nothing(mariadb_template: Path, tmp_path: Path) -> None:
-    """(``mariadb_template`` only makes sure MariaDB is installed before the clock runs.)"""
-    argv = ["--cycles", str(CYCLES), "--seed", "5", "--work-dir", str(tmp_path / "chaos")]
-    argv += ["--victims", ",".join(sorted(VICTIMS))]
+def _chaos(argv: list[str]) -> dict[str, Any]:
+    """``python -m bench.chaos`` as a user runs it: it must exit 0; its JSON line, parsed."""
     done = subprocess.run(
         [sys.executable, "-m", "bench.chaos", *argv],
         cwd=ROOT,
@@ -37,7 +36,14 @@ def test_five_chaos_cycles_lose_nothing(mariadb_template: Path, tmp_path: Path) 
         timeout=400,
     )
     assert done.returncode == 0, done.stderr[-6000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_five_chaos_cycles_lose_nothing(mariadb_template: Path, tmp_path: Path) -> None:
+    """(``mariadb_template`` only makes sure MariaDB is installed before the clock runs.)"""
+    argv = ["--cycles", str(CYCLES), "--seed", "5", "--work-dir", str(tmp_path / "chaos")]
+    argv += ["--victims", ",".join(sorted(VICTIMS))]
+    result = _chaos(argv)
     assert result["bench"] == "chaos" and result["seed"] == 5
     assert result["cycles"] == CYCLES
     assert {kind.rsplit("_", 1)[0] for kind in result["faults"]} == VICTIMS
@@ -59,15 +65,7 @@ def test_kafka_path_survives_sigkills_of_drainer_arbiter_and_broker(
     jars()  # the broker's jars (scripts/kafka-dist), fetched once, before the clock runs
     argv = ["--kafka", "--victims", "drainer,arbiter,broker", "--actions", "kill"]
     argv += ["--cycles", "3", "--seed", "7", "--work-dir", str(tmp_path / "chaos")]
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.chaos", *argv],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert done.returncode == 0, done.stderr[-6000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = _chaos(argv)
     assert result["faults"] == {"arbiter_kill": 1, "broker_kill": 1, "drainer_kill": 1}
     assert result["lost_rows"] == result["duplicated_rows"] == result["different_rows"] == 0
     assert result["kafka_duplicates"] == 0 and result["kafka_messages"] >= result["commits"]
@@ -80,15 +78,7 @@ def test_capture_victims_lose_nothing_and_never_share_the_owner(
 ) -> None:
     argv = ["--cycles", "2", "--seed", "2", "--victims", "capture,capture_owner"]
     argv += ["--work-dir", str(tmp_path / "chaos")]
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.chaos", *argv],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert done.returncode == 0, done.stderr[-6000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = _chaos(argv)
     assert {kind.rsplit("_", 1)[0] for kind in result["faults"]} == {"capture", "capture_owner"}
     assert result["lost_rows"] == result["duplicated_rows"] == result["different_rows"] == 0
     assert result["owner_samples"] > 0 and result["owner_overlaps"] == 0
