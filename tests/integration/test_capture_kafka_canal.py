@@ -27,10 +27,9 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.support.kafka", "tests.support.mariadb"]
 pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(300)]
 
-CANAL_FIELDS = [
-    "id", "database", "table", "pkNames", "isDdl", "type", "es", "ts", "sql", "sqlType",
-    "mysqlType", "data", "old", "_tidb",
-]  # fmt: skip
+HEAD = ["id", "database", "table", "pkNames", "isDdl", "type", "es", "ts", "sql", "sqlType"]
+ROW_FIELDS = [*HEAD, "mysqlType", "old", "data", "_tidb"]  # TiCDC's row order
+OTHER_FIELDS = [*HEAD, "mysqlType", "data", "old", "_tidb"]  # DDL and watermark: Canal's
 
 
 async def converged(
@@ -57,16 +56,32 @@ async def converged(
         raise AssertionError(f"downstream did not converge: {last}") from None
 
 
+BARE = {
+    "id": "int", "name": "varchar", "price": "decimal", "at": "datetime", "tags": "set",
+    "raw": "varbinary", "n": "tinyint unsigned", "state": "enum", "f": "float",
+}  # fmt: skip
+FULL = {
+    "id": "int(11)", "name": "varchar(32)", "price": "decimal(10,2)", "at": "datetime(3)",
+    "tags": "set('a','b','c')", "raw": "varbinary(8)", "n": "tinyint(3) unsigned",
+    "state": "enum('new','paid','sent')", "f": "float",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("compatible", [False, True], ids=["default", "content-compatible"])
 async def test_capture_to_kafka_canal_json_rebuilt_equal(
-    tmp_path: Path, etcd: EtcdProcess, kafka: KafkaBroker, mariadb_instance: InstanceFactory
+    tmp_path: Path,
+    etcd: EtcdProcess,
+    kafka: KafkaBroker,
+    mariadb_instance: InstanceFactory,
+    compatible: bool,
 ) -> None:
     up = mariadb_instance("up", "--binlog-row-metadata=FULL")
     down = mariadb_instance("down")
-    topic = "cdc-canal"
+    topic = f"cdc-canal-{compatible}"
     uri = (
         f"kafka://{kafka.bootstrap}/{topic}?protocol=canal-json&enable-tidb-extension=true"
         "&dispatcher=index-value&partition-num=3&replication-factor=1"
-        "&max-message-bytes=1048576&kafka-version=2.4.0"
+        f"&max-message-bytes=1048576&kafka-version=2.4.0&content-compatible={compatible}"
     )
     capture, port = start_capture(etcd.endpoint, up.dsn() + "?server-id=4411", tmp_path / "c.log")
     stop = asyncio.Event()
@@ -75,7 +90,8 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
         await up.execute("CREATE DATABASE shop")
         await up.execute(
             "CREATE TABLE shop.items (id INT PRIMARY KEY, name VARCHAR(32), price DECIMAL(10,2),"
-            " at DATETIME(3), tags SET('a','b','c'), raw VARBINARY(8), n TINYINT UNSIGNED)"
+            " at DATETIME(3), tags SET('a','b','c'), raw VARBINARY(8), n TINYINT UNSIGNED,"
+            " state ENUM('new','paid','sent'), f FLOAT)"
         )
         await up.execute("CREATE TABLE shop.events (kind VARCHAR(16), n BIGINT UNSIGNED)")
         for i in range(0, 60, 6):
@@ -83,7 +99,8 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
                 up,
                 [
                     f"INSERT INTO items VALUES ({j}, 'item {j}', {j}.25,"
-                    f" '2026-11-21 10:00:00.{j:03d}', 'a,c', X'00ff{j:02x}', {200 + j // 2})"
+                    f" '2026-11-21 10:00:00.{j:03d}', 'a,c', X'00ff{j:02x}', {200 + j // 2},"
+                    f" 'paid', {j}.1)"
                     for j in range(i, i + 6)
                 ]
                 + [f"INSERT INTO events VALUES ('made', {2**64 - 1 - i})"],
@@ -91,7 +108,7 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
         await write_shop(
             up,
             [
-                "UPDATE items SET price = price * 2 WHERE id < 10",
+                "UPDATE items SET price = price * 2, state = 'sent' WHERE id < 10",
                 "DELETE FROM items WHERE id BETWEEN 20 AND 29",
                 "UPDATE events SET kind = 'seen' WHERE n = 18446744073709551615",
             ],
@@ -114,7 +131,8 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
     assert {p for p, _ in consumer.raw} == {0, 1, 2}  # index-value spread the rows
     messages = [json.loads(v) for _, v in consumer.raw]
     for m in messages:
-        assert list(m) == CANAL_FIELDS
+        rows = not m["isDdl"] and m["type"] != "TIDB_WATERMARK"
+        assert list(m) == (ROW_FIELDS if rows else OTHER_FIELDS)
     ddl = next(m for m in messages if m["isDdl"] and m["sql"].startswith("CREATE TABLE shop.items"))
     assert (ddl["type"], ddl["database"], ddl["pkNames"], ddl["data"]) == (
         "CREATE",
@@ -127,17 +145,20 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
     assert row["isDdl"] is False and row["sql"] == "" and row["old"] is None
     assert row["data"] == [
         {"id": "7", "name": "item 7", "price": "7.25", "at": "2026-11-21 10:00:00.007",
-         "tags": "5", "raw": "\x00\xff\x07", "n": "203"}
+         "tags": "5", "raw": "\x00\xff\x07", "n": "203", "state": "2", "f": "7.1"}
     ]  # fmt: skip
     assert row["sqlType"] == {
-        "id": 4, "name": 12, "price": 3, "at": 93, "tags": -7, "raw": 2004, "n": 5
+        "id": 4, "name": 12, "price": 3, "at": 93, "tags": -7, "raw": 2004, "n": 5, "state": 4,
+        "f": 7,
     }  # fmt: skip
-    assert row["mysqlType"]["price"] == "decimal(10,2)" and row["mysqlType"]["n"] == (
-        "tinyint unsigned"
-    )
+    assert row["mysqlType"] == (FULL if compatible else BARE)
     assert isinstance(row["es"], int) and isinstance(row["ts"], int)
     assert set(row["_tidb"]) == {"commitTs"}
     upd = next(m for m in messages if m["type"] == "UPDATE" and m["table"] == "items")
     assert upd["old"][0]["price"] != upd["data"][0]["price"]
+    assert upd["old"][0]["state"] == "2" and upd["data"][0]["state"] == "3"
+    assert set(upd["old"][0]) == ({"price", "state"} if compatible else set(upd["data"][0]))
+    made = next(m for m in messages if m["table"] == "events" and m["type"] == "INSERT")
+    assert made["pkNames"] == [] and made["sqlType"]["n"] == 3  # no key; 2^64-1 is DECIMAL
     marks = [m for m in messages if m["type"] == "TIDB_WATERMARK"]
     assert marks and all(set(m["_tidb"]) == {"watermarkTs"} for m in marks)

@@ -1,25 +1,31 @@
 """Row changes <-> TiCDC's canal-json messages (Alibaba Canal's ``FlatMessage`` in JSON).
 
-One message per row change or DDL, its fields in Canal's order: ``id`` (always 0, as TiCDC),
-``database``, ``table``, ``pkNames`` (the primary key's columns, null when there is none or for
-a DDL), ``isDdl``, ``type`` (INSERT, UPDATE, DELETE; a DDL's kind: CREATE, ERASE, ALTER,
-TRUNCATE, RENAME, CINDEX, DINDEX, else QUERY), ``es`` (the commit time, ms), ``ts`` (the time the
-message was made, ms), ``sql`` (the DDL's query, "" for rows), ``sqlType`` (each column's
-java.sql.Types code), ``mysqlType`` (each column's type as declared), ``data`` (a list with the
-row: the new one, or the deleted one), ``old`` (a list with the row before an UPDATE, every
-column as TiCDC sends it by default; null otherwise). With ``enable-tidb-extension``, ``_tidb``
-carries ``{"commitTs": ts}``, and a watermark message (``type`` ``TIDB_WATERMARK``, ``_tidb``
-``{"watermarkTs": ts}``) says every change at or below ts was sent before it.
+One message per row change or DDL, written as TiCDC writes it. A row change's fields, in
+TiCDC's order: ``id`` (always 0), ``database``, ``table``, ``pkNames`` (the primary key's
+columns in column order, ``[]`` without one), ``isDdl`` false, ``type`` (INSERT, UPDATE,
+DELETE), ``es`` (the commit time, ms), ``ts`` (the time the message was made, ms), ``sql`` "",
+``sqlType`` and ``mysqlType`` (per column, ``canal_types``), ``old`` (a list with the row before
+an UPDATE; null for INSERT and for DELETE, as TiCDC since v5.4.0), ``data`` (a list with the
+new row, or the deleted one), then ``_tidb`` ``{"commitTs": ts}`` with
+``enable-tidb-extension``. A DDL and a watermark keep Canal's order (``... sqlType, mysqlType,
+data, old, _tidb``) with ``pkNames``, ``sqlType``, ``mysqlType``, ``data`` and ``old`` null; a
+DDL's ``type`` comes from its query (``canal_types.ddl_type``), a watermark's is
+``TIDB_WATERMARK`` with ``_tidb`` ``{"watermarkTs": ts}`` and empty ``database`` and ``table``:
+every change at or below ts was sent before it.
 
-Values are JSON strings as Canal writes them (null for NULL): integers in decimal, floats as
-Python's shortest repr, DECIMAL and temporal values as their MySQL text, binary strings and
-BLOBs as ISO-8859-1 text of their bytes (one character per byte, as Java's Canal), BIT as its
-unsigned value, ENUM as its 1-based index and SET as its bit mask. ``sqlType`` follows Canal:
-an unsigned integer type is promoted to the next wider Java type when its value does not fit
-(TINYINT UNSIGNED 200 -> SMALLINT), BIGINT UNSIGNED past 2^63-1 is DECIMAL.
+``old`` holds every column by default (TiCDC's default); only the columns whose value changed
+with ``only-output-updated-columns`` or ``content-compatible`` (Canal's own rule), which also
+writes ``mysqlType`` in full (``int(11)``, ``decimal(10,2)``) instead of the bare name.
 
-``decode`` reads a message back into (kind, ``TableInfo``, values) with values as the sinks take
-them, for consumers such as the tests' table rebuilder.
+Strings are escaped as Go's JSON writers do: ``<``, ``>``, ``&``, U+2028 and U+2029 as
+``\\u003c``-style escapes, control characters other than ``\\n``, ``\\r`` and ``\\t`` as
+``\\u00XX``; everything else as UTF-8. Example: the bytes ``00 ff 3c`` of a VARBINARY are
+``"\\u0000ÿ\\u003c"``.
+
+``decode`` reads either form back into (kind, ``TableInfo``, values) with values as the sinks
+take them, for consumers such as the tests' table rebuilder: an ENUM/SET as its name(s) when
+``mysqlType`` lists the members, else as the number (MySQL and MariaDB take an ENUM's index and
+a SET's mask on INSERT), a partial ``old`` completed from ``data``.
 """
 
 from __future__ import annotations
@@ -28,176 +34,145 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from tributary.change import Ddl, Row, RowChange, RowKind, SqlValue, TableInfo
 from tributary.sinks.file.pbcodec import ColType, column_type
+from tributary.sinks.kafka.canal_types import (
+    BINARY_NAMES,
+    REFUSED,
+    ddl_type,
+    mysql_type,
+    sql_type,
+    value_text,
+)
 from tributary.sinks.kafka.secondary import type_name
 from tributary.sinks.port import SinkError
-from tributary.tidbcodec.enumset import enum_index, set_mask
+from tributary.tidbcodec.enumset import enum_name, set_names, set_to_str
 from tributary.wire.ts import physical_ms
 
 WATERMARK = "TIDB_WATERMARK"
-
-# java.sql.Types
-BIT, TINYINT, SMALLINT, INTEGER, BIGINT = -7, -6, 5, 4, -5
-REAL, DOUBLE, DECIMAL, CHAR, VARCHAR = 7, 8, 3, 1, 12
-DATE, TIME, TIMESTAMP, BLOB, CLOB = 91, 92, 93, 2004, 2005
-
-_INTS = {"tinyint": TINYINT, "smallint": SMALLINT, "mediumint": INTEGER, "int": INTEGER}
-_WIDER = {TINYINT: SMALLINT, SMALLINT: INTEGER, INTEGER: BIGINT, BIGINT: DECIMAL}
-_SIGNED_MAX = {"tinyint": 127, "smallint": 32767, "mediumint": 8388607, "int": 2147483647}
-_FIXED = {
-    "bigint": BIGINT,
-    "float": REAL,
-    "double": DOUBLE,
-    "decimal": DECIMAL,
-    "date": DATE,
-    "datetime": TIMESTAMP,
-    "timestamp": TIMESTAMP,
-    "time": TIME,
-    "year": VARCHAR,
-    "char": CHAR,
-    "varchar": VARCHAR,
-    "binary": BLOB,
-    "varbinary": BLOB,
-    "tinytext": CLOB,
-    "text": CLOB,
-    "mediumtext": CLOB,
-    "longtext": CLOB,
-    "tinyblob": BLOB,
-    "blob": BLOB,
-    "mediumblob": BLOB,
-    "longblob": BLOB,
-    "enum": INTEGER,
-    "set": BIT,
-    "bit": BIT,
-    "json": VARCHAR,
-}
-_BINARY = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
-_DDL_KINDS = (
-    (re.compile(r"^\s*create\s+(?:temporary\s+)?table\b", re.I), "CREATE"),
-    (re.compile(r"^\s*drop\s+table\b", re.I), "ERASE"),
-    (re.compile(r"^\s*alter\s+table\b", re.I), "ALTER"),
-    (re.compile(r"^\s*truncate\b", re.I), "TRUNCATE"),
-    (re.compile(r"^\s*rename\s+table\b", re.I), "RENAME"),
-    (re.compile(r"^\s*create\s+(?:unique\s+|fulltext\s+|spatial\s+)?index\b", re.I), "CINDEX"),
-    (re.compile(r"^\s*drop\s+index\b", re.I), "DINDEX"),
-)
 _KINDS = {RowKind.INSERT: "INSERT", RowKind.UPDATE: "UPDATE", RowKind.DELETE: "DELETE"}
+_ESCAPE = re.compile('[\x00-\x1f"\\\\<>&\u2028\u2029\ud800-\udfff]')
+_SHORT = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 class CanalJsonError(SinkError):
     """A row that cannot be written as canal-json, or a message that is not one."""
 
 
-def ddl_type(query: str) -> str:
-    for pattern, kind in _DDL_KINDS:
-        if pattern.match(query):
-            return kind
-    return "QUERY"
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    if "\ud800" <= c <= "\udfff":
+        return "\\ufffd"  # a lone surrogate: Go writes invalid UTF-8 as U+FFFD
+    return _SHORT.get(c) or f"\\u{ord(c):04x}"
 
 
-def sql_type(ct: ColType, name: str, value: SqlValue) -> int:
-    """Canal's java.sql.Types code of a column, for ``value`` (unsigned types widen)."""
-    if name in _INTS:
-        code = _INTS[name]
-        if ct.unsigned and isinstance(value, int) and value > _SIGNED_MAX[name]:
-            return _WIDER[code]
-        return code
-    if name == "bigint" and ct.unsigned and isinstance(value, int) and value >= 1 << 63:
-        return DECIMAL
-    return _FIXED.get(name, VARCHAR)
+def jstr(text: str) -> str:
+    """A JSON string as Go's encoders write it (HTML characters escaped)."""
+    return '"' + _ESCAPE.sub(_escape, text) + '"'
 
 
-def text_of(ct: ColType, name: str, value: SqlValue) -> str | None:
-    """A value as Canal writes it."""
-    if value is None:
-        return None
-    if name == "enum" and not isinstance(value, int):
-        value = enum_index(ct.elems, value.decode() if isinstance(value, bytes) else str(value))
-    elif name == "set" and not isinstance(value, int):
-        value = set_mask(ct.elems, value.decode() if isinstance(value, bytes) else str(value))
-    elif name == "bit" and isinstance(value, bytes):
-        value = int.from_bytes(value, "big")
-    if isinstance(value, bytes):
-        return value.decode("latin-1") if name in _BINARY else value.decode("utf-8", "replace")
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    return str(value)
+def _jobject(pairs: list[tuple[str, str]]) -> str:
+    return "{" + ",".join(f"{jstr(k)}:{v}" for k, v in pairs) + "}"
 
 
 @dataclass(frozen=True, slots=True)
 class Columns:
-    """A table's per-column encoding plan: (name, ColType, type name, declared type)."""
+    """A table's per-column encoding plan: (name, ColType, type name), the ``mysqlType`` and
+    ``pkNames`` JSON (the same for every row), and whether ``old`` keeps changed columns only."""
 
-    plan: tuple[tuple[str, ColType, str, str], ...]
-    pk_names: list[str] | None
+    plan: tuple[tuple[str, ColType, str], ...]
+    pk_json: str
+    mysql_types: str
+    only_updated: bool = False
 
     @classmethod
-    def of(cls, info: TableInfo) -> Columns:
-        plan = []
+    def of(
+        cls, info: TableInfo, *, compatible: bool = False, only_updated: bool = False
+    ) -> Columns:
+        plan, types = [], []
         for c in info.columns:
             ct = column_type(c.mysql_type)
-            plan.append((c.name, ct, type_name(ct), c.mysql_type.lower()))
-        return cls(tuple(plan), list(info.primary_key) or None)
+            name = type_name(ct)
+            if name in REFUSED:
+                raise CanalJsonError(
+                    f"{info.qualified}.{c.name}: a {c.mysql_type} column has no canal-json form "
+                    "(TiCDC has none for geometry types)"
+                )
+            plan.append((c.name, ct, name))
+            types.append((c.name, jstr(mysql_type(ct, name, c.mysql_type, full=compatible))))
+        pk = [c.name for c in info.columns if c.is_pk]
+        pk_json = "[" + ",".join(map(jstr, pk)) + "]"
+        return cls(tuple(plan), pk_json, _jobject(types), only_updated or compatible)
 
-    def row(self, values: Row) -> dict[str, str | None]:
-        return {n: text_of(ct, name, values.get(n)) for n, ct, name, _ in self.plan}
+    def row(self, values: Row, skip: Row | None = None) -> str:
+        """``[{...}]`` of the columns present in ``values`` (those equal in ``skip`` left out)."""
+        pairs = []
+        for n, ct, name in self.plan:
+            if n not in values or (skip is not None and n in skip and skip[n] == values[n]):
+                continue
+            text = value_text(ct, name, values[n])
+            pairs.append((n, "null" if text is None else jstr(text)))
+        return "[" + _jobject(pairs) + "]"
 
-
-def _envelope(
-    database: str, table: str, kind: str, commit_ts: int, *, extension: bool, key: str = "commitTs"
-) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": 0,
-        "database": database,
-        "table": table,
-        "pkNames": None,
-        "isDdl": False,
-        "type": kind,
-        "es": physical_ms(commit_ts),
-        "ts": int(time.time() * 1000),
-        "sql": "",
-        "sqlType": None,
-        "mysqlType": None,
-        "data": None,
-        "old": None,
-    }
-    if extension:
-        out["_tidb"] = {key: commit_ts}
-    return out
+    def sql_types(self, values: Row) -> str:
+        return _jobject(
+            [(n, str(sql_type(ct, name, values[n]))) for n, ct, name in self.plan if n in values]
+        )
 
 
 def encode_row(change: RowChange, commit_ts: int, cols: Columns, *, extension: bool) -> bytes:
-    info = change.table
-    msg = _envelope(info.schema, info.table, _KINDS[change.kind], commit_ts, extension=extension)
-    values = change.values
+    info, values = change.table, change.values
     try:
-        msg["pkNames"] = cols.pk_names
-        msg["sqlType"] = {n: sql_type(ct, name, values.get(n)) for n, ct, name, _ in cols.plan}
-        msg["mysqlType"] = {n: declared for n, _, _, declared in cols.plan}
-        msg["data"] = [cols.row(values)]
+        old = "null"
         if change.old_values is not None:
-            msg["old"] = [cols.row(change.old_values)]
-    except (ValueError, TypeError, UnicodeDecodeError) as e:
+            old = cols.row(change.old_values, values if cols.only_updated else None)
+        parts = [
+            '{"id":0,"database":',
+            jstr(info.schema),
+            ',"table":',
+            jstr(info.table),
+            ',"pkNames":',
+            cols.pk_json,
+            ',"isDdl":false,"type":"',
+            _KINDS[change.kind],
+            f'","es":{physical_ms(commit_ts)},"ts":{int(time.time() * 1000)},"sql":"","sqlType":',
+            cols.sql_types(values),
+            ',"mysqlType":',
+            cols.mysql_types,
+            ',"old":',
+            old,
+            ',"data":',
+            cols.row(values),
+        ]
+    except (ValueError, TypeError, UnicodeDecodeError, OverflowError) as e:
         raise CanalJsonError(f"txn {commit_ts}: {info.qualified}: cannot write a row: {e}") from e
-    return json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode()
+    if extension:
+        parts.append(f',"_tidb":{{"commitTs":{commit_ts}}}')
+    parts.append("}")
+    return "".join(parts).encode()
+
+
+def _header(
+    database: str, table: str, is_ddl: bool, kind: str, ts: int, sql: str, tidb: str | None
+) -> bytes:
+    text = (
+        f'{{"id":0,"database":{jstr(database)},"table":{jstr(table)},"pkNames":null,'
+        f'"isDdl":{"true" if is_ddl else "false"},"type":{jstr(kind)},"es":{physical_ms(ts)},'
+        f'"ts":{int(time.time() * 1000)},"sql":{jstr(sql)},"sqlType":null,"mysqlType":null,'
+        f'"data":null,"old":null'
+    )
+    return (text + (f',"_tidb":{tidb}' if tidb is not None else "") + "}").encode()
 
 
 def encode_ddl(ddl: Ddl, commit_ts: int, *, extension: bool) -> bytes:
-    msg = _envelope(ddl.schema, ddl.table, ddl_type(ddl.query), commit_ts, extension=extension)
-    msg["isDdl"] = True
-    msg["sql"] = ddl.query
-    return json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode()
+    tidb = f'{{"commitTs":{commit_ts}}}' if extension else None
+    return _header(ddl.schema, ddl.table, True, ddl_type(ddl.query), commit_ts, ddl.query, tidb)
 
 
 def encode_watermark(ts: int) -> bytes:
-    msg = _envelope("", "", WATERMARK, ts, extension=True, key="watermarkTs")
-    return json.dumps(msg, separators=(",", ":")).encode()
+    return _header("", "", False, WATERMARK, ts, "", f'{{"watermarkTs":{ts}}}')
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -217,13 +192,19 @@ class CanalEvent:
 def _value(text: str | None, mysql_type: str) -> SqlValue:
     if text is None:
         return None
+    if not isinstance(text, str):
+        raise TypeError(f"a value is {type(text).__name__}, not a string")
     ct = column_type(mysql_type)
     name = type_name(ct)
-    if name in _INTS or name in ("bigint", "bit", "enum", "set"):
+    if name in ("tinyint", "smallint", "mediumint", "int", "bigint", "bit"):
         return int(text)
+    if name == "enum":
+        return enum_name(ct.elems, int(text)) if ct.elems else int(text)
+    if name == "set":
+        return set_to_str(ct.elems, set_names(ct.elems, int(text))) if ct.elems else int(text)
     if name in ("float", "double"):
         return float(text)
-    if name in _BINARY:
+    if name in BINARY_NAMES:
         return text.encode("latin-1")
     return text
 
@@ -237,17 +218,26 @@ def decode(payload: bytes) -> CanalEvent:
         ts = int(tidb.get("commitTs", 0))
         if msg["isDdl"]:
             return CanalEvent(ts, ddl=Ddl(msg["database"], msg["sql"], msg["table"]))
-        types: dict[str, str] = msg["mysqlType"]
-        info = TableInfo.build(
-            msg["database"], msg["table"], list(types.items()), msg.get("pkNames") or ()
-        )
-        new = {n: _value(v, types[n]) for n, v in msg["data"][0].items()}
-        kind = msg["type"]
-        if kind == "UPDATE":
-            old = {n: _value(v, types[n]) for n, v in msg["old"][0].items()}
-            return CanalEvent(ts, row=RowChange.update(info, old, new))
-        if kind == "DELETE":
-            return CanalEvent(ts, row=RowChange.delete(info, new))
-        return CanalEvent(ts, row=RowChange.insert(info, new))
+        return CanalEvent(ts, row=_row(msg))
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
         raise CanalJsonError(f"not a canal-json message ({len(payload)} bytes): {e!r}") from e
+
+
+def _row(msg: dict[str, Any]) -> RowChange:
+    types: dict[str, str] = msg["mysqlType"]
+    data: dict[str, str | None] = msg["data"][0]
+    names = list(data) + [n for n in types if n not in data]
+    info = TableInfo.build(
+        msg["database"], msg["table"], [(n, types[n]) for n in names], msg.get("pkNames") or ()
+    )
+    new = {n: _value(v, types[n]) for n, v in data.items()}
+    kind = msg["type"]
+    if kind == "UPDATE":
+        old = dict(new)  # columns left out of ``old`` did not change
+        old.update((n, _value(v, types[n])) for n, v in msg["old"][0].items())
+        return RowChange.update(info, old, new)
+    if kind == "DELETE":
+        return RowChange.delete(info, new)
+    if kind == "INSERT":
+        return RowChange.insert(info, new)
+    raise ValueError(f"unknown type {kind!r}")

@@ -4,6 +4,9 @@ One message per row change or DDL (``canal``); the URL, topics, dispatchers and 
 message over ``max-message-bytes`` are shared with open-protocol (``cdc_base``). A DDL goes to
 partition 0 of its table's topic (TiCDC's rule for canal-json).
 
+``content-compatible`` (TiCDC v6.5.6+): Canal's full ``mysqlType`` and an UPDATE's ``old`` with
+the changed columns only; ``only-output-updated-columns``: the latter alone.
+
 ``enable-tidb-extension``: ``_tidb.commitTs`` in every message, and after each batch a
 ``TIDB_WATERMARK`` at the batch's last commit ts on every partition of every topic written so
 far. A consumer that keeps events per partition and applies those at or below the smallest
@@ -71,7 +74,10 @@ class CanalJsonSink(TopicSink):
         t = change.table
         cols = self._columns.get(t)
         if cols is None:
-            cols = self._columns[t] = Columns.of(t)
+            s = self.settings
+            cols = self._columns[t] = Columns.of(
+                t, compatible=s.content_compatible, only_updated=s.only_updated
+            )
         value = encode_row(change, txn.commit_ts, cols, extension=self.settings.extension)
         topic = self.settings.topic_of(t.schema, t.table)
         count = await self._partition_count(topic)

@@ -2,8 +2,9 @@
 
 URL ``kafka://HOST:PORT[,HOST:PORT]/TOPIC?protocol=P&partition-num=3&replication-factor=1&
 max-message-bytes=10MiB&kafka-version=2.4.0&dispatcher=table&topic-rule={schema}_{table}&
-auto-create-topic=true&ack-timeout=30`` plus, per protocol, ``enable-tidb-extension``
-(canal-json), ``max-batch-size`` (open-protocol) and the large-message keys
+auto-create-topic=true&ack-timeout=30`` plus, per protocol, ``enable-tidb-extension``,
+``content-compatible`` and ``only-output-updated-columns`` (canal-json), ``max-batch-size``
+(open-protocol) and the large-message keys
 ``large-message-handle-option`` (``none``, ``claim-check``) and ``claim-check-storage-uri``
 (``file:///DIR``), which TiCDC reads from ``[sink.kafka-config.large-message-handle]`` of the
 changefeed's config and this sink from its URL.
@@ -77,6 +78,8 @@ class CdcSettings:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     extension: bool = False
+    content_compatible: bool = False  # canal-json: Canal's full mysqlType and partial old
+    only_updated: bool = False  # canal-json: an UPDATE's old holds the changed columns only
     auto_create: bool = True
     ack_timeout: float = 30.0
     large_message: str = "none"
@@ -257,7 +260,7 @@ _OPTIONS = {
     "sasl-mechanism",
 }
 _PROTOCOL_OPTIONS = {
-    "canal-json": {"enable-tidb-extension"},
+    "canal-json": {"enable-tidb-extension", "content-compatible", "only-output-updated-columns"},
     "open-protocol": {"max-batch-size", "large-message-handle-option", "claim-check-storage-uri"},
 }
 
@@ -301,7 +304,9 @@ def parse_url(url: SplitResult, protocol: str) -> CdcSettings:
                 query.get("max-message-bytes", DEFAULT_MAX_MESSAGE_BYTES)
             ),
             max_batch_size=int(query.get("max-batch-size", DEFAULT_MAX_BATCH_SIZE)),
-            extension=parse_bool(query.get("enable-tidb-extension", "false")),
+            extension=_flag(query, "enable-tidb-extension", protocol),
+            content_compatible=_flag(query, "content-compatible", protocol),
+            only_updated=_flag(query, "only-output-updated-columns", protocol),
             auto_create=parse_bool(query.get("auto-create-topic", "true")),
             ack_timeout=float(query.get("ack-timeout", 30)),
             large_message=large,
@@ -314,6 +319,15 @@ def parse_url(url: SplitResult, protocol: str) -> CdcSettings:
     if min(numbers) < 1 or s.ack_timeout <= 0:
         raise SinkError(f"{protocol} sink URL: the numbers must be positive")
     return s
+
+
+def _flag(query: dict[str, str], key: str, protocol: str) -> bool:
+    try:
+        return parse_bool(query.get(key, "false") or "false")
+    except ValueError:
+        raise SinkError(
+            f"{protocol} sink URL: {key} must be true or false, not {query[key]!r}"
+        ) from None
 
 
 def _security(url: SplitResult, query: dict[str, str], protocol: str) -> Security:
