@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import json
 import logging
+import signal
 import sys
 import tempfile
 import time
@@ -105,7 +106,11 @@ def parse(argv: Sequence[str] | None) -> tuple[Options, argparse.Namespace]:
 
 
 async def measure(opts: Options, work_dir: Path | None) -> tuple[dict[str, Any], list[str]]:
-    """The JSON figures of a run and its violations."""
+    """The JSON figures of a run and its violations. SIGTERM cancels the run, so its clean-up
+    (processes, MariaDB servers, namespaces) runs as on any error."""
+    run_task = asyncio.current_task()
+    assert run_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, run_task.cancel)
     began = time.monotonic()
     if work_dir is not None:
         figures, extra = await run(work_dir, opts)
