@@ -150,7 +150,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.work_dir is not None:
         args.work_dir.mkdir(parents=True, exist_ok=False)
-    result, violations = asyncio.run(measure(opts, args.work_dir))
+    try:
+        result, violations = asyncio.run(measure(opts, args.work_dir))
+    except asyncio.CancelledError:
+        print("stopped by SIGTERM (cleaned up)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     for v in violations:
         print(f"VIOLATION: {v}", file=sys.stderr)
     print(json.dumps(result), flush=True)
