@@ -22,6 +22,7 @@ from typing import Any
 
 import aiohttp
 
+from services.demo.cluster import Place, on_loopback
 from services.demo.procs import free_port
 from tributary.cdc.keys import Keys
 from tributary.coord.election import current_leader
@@ -39,17 +40,22 @@ class CaptureNode:
     port: int
     proc: subprocess.Popen[bytes]
     log_path: Path
+    host: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
 
 class Captures:
-    """Three capture servers under ``root``; ``kill_all`` on the way out."""
+    """Three capture servers under ``root``; ``kill_all`` on the way out. ``place`` says where
+    each runs (as ``DemoCluster`` takes it)."""
 
-    def __init__(self, root: Path, etcd_urls: list[str], upstream_dsn: str) -> None:
+    def __init__(
+        self, root: Path, etcd_urls: list[str], upstream_dsn: str, place: Place = on_loopback
+    ) -> None:
         self.root = root
+        self._place = place
         self._etcd = ",".join(etcd_urls)
         self._upstream = upstream_dsn
         self.nodes: list[CaptureNode] = []
@@ -57,10 +63,11 @@ class Captures:
 
     def start(self, name: str) -> CaptureNode:
         port = free_port()
+        host, prefix = self._place(name)
         log_path = self.root / f"{name}.log"
         with open(log_path, "ab") as log:
-            argv = [sys.executable, "-m", "services.capture", "server", "--etcd", self._etcd]
-            argv += ["--addr", f"127.0.0.1:{port}", "--upstream", self._upstream]
+            argv = [*prefix, sys.executable, "-m", "services.capture", "server"]
+            argv += ["--etcd", self._etcd, "--addr", f"{host}:{port}", "--upstream", self._upstream]
             argv += ["--capture-id", name, "--capture-session-ttl", str(SESSION_TTL)]
             argv += ["--checkpoint-interval", "0.2"]
             proc = subprocess.Popen(
@@ -70,7 +77,7 @@ class Captures:
                 stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        node = CaptureNode(name, port, proc, log_path)
+        node = CaptureNode(name, port, proc, log_path, host)
         self.nodes = [n for n in self.nodes if n.name != name] + [node]
         return node
 

@@ -9,6 +9,10 @@ when the capture cluster runs (``captures``), a capture (by index) or the captur
 Actions: ``kill`` (SIGKILL, down for ``hold`` seconds, started again with its data) and ``stop``
 (SIGSTOP for ``hold`` seconds, then SIGCONT; long enough, past the 3 s TSO lease, for a stopped
 leader to be replaced while it sleeps).
+
+With ``--netns`` there are also links to cut (``NET_VICTIMS``, action ``partition``, held for
+``netns.PARTITION_HOLD`` seconds, then healed): a pump from etcd, the drainer from a pump, a
+capture or the capture owner from etcd and the other captures (see ``netns``).
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from typing import Any, Protocol
 
 from bench.chaos.captures import Captures, owner_of
 from bench.chaos.kafka import KafkaSide
+from bench.chaos.netns import PARTITION_HOLD, ChaosNet
 from services.demo.cluster import DemoCluster, PumpNode
 from tests.support.mariadb import MariaDBServer
+from tests.support.pipeline import Pipeline
 from tributary.coord.election import current_leader
 from tributary.coord.kv import Kv
 from tributary.tso.keys import LEADER_PREFIX
@@ -37,18 +43,21 @@ BINLOG_VICTIMS = ("pump", "drainer", "downstream", "tso_leader", "etcd")
 CAPTURE_VICTIMS = ("capture", "capture_owner")
 VICTIMS = BINLOG_VICTIMS + CAPTURE_VICTIMS
 KAFKA_VICTIMS = ("arbiter", "broker")  # with --kafka only
+NET_VICTIMS = ("pump_etcd", "drainer_pump", "capture_etcd", "owner_etcd")  # with --netns only
+NET_CAPTURE_VICTIMS = ("capture_etcd", "owner_etcd")
 ACTIONS = ("kill", "stop")
+PARTITION = "partition"  # the action of every NET_VICTIMS fault
 KILL_HOLD = (0.2, 2.0)  # seconds a killed victim stays down
 STOP_HOLD = (1.0, 5.0)  # seconds a stopped victim stays frozen
 
 
 @dataclass(frozen=True)
 class Plan:
-    victim: str  # one of VICTIMS
-    action: str  # one of ACTIONS
+    victim: str  # one of VICTIMS, KAFKA_VICTIMS, NET_VICTIMS
+    action: str  # one of ACTIONS, or PARTITION for NET_VICTIMS
     at: float  # seconds into the cycle's load
-    hold: float  # seconds down or frozen
-    index: int = 0  # which pump (victim "pump") or etcd member (victim "etcd")
+    hold: float  # seconds down, frozen or cut
+    index: int = 0  # which pump (pump, drainer_pump), etcd member (etcd) or capture
 
     @property
     def kind(self) -> str:
@@ -77,6 +86,8 @@ def draw(
     action = rng.choice(actions)
     at = rng.uniform(0.5, max(0.6, load_seconds / 2))
     hold = rng.uniform(*(KILL_HOLD if action == "kill" else STOP_HOLD))
+    if victim in NET_VICTIMS:
+        action, hold = PARTITION, rng.uniform(*PARTITION_HOLD)
     return Plan(victim, action, round(at, 3), round(hold, 3), rng.randrange(3))
 
 
@@ -89,6 +100,8 @@ class World(Protocol):
     sink_url: str
     kafka: KafkaSide | None
     captures: Captures | None
+    net: ChaosNet | None
+    pipe: Pipeline
 
 
 Returned = Callable[[], object]
@@ -97,6 +110,10 @@ Returned = Callable[[], object]
 async def inject(world: World, plan: Plan, returned: Returned) -> str:
     """Do ``plan`` now, bring the victim back; the name of the process hit. ``returned`` is
     called when the fault ends: at SIGCONT, or as a killed victim starts again."""
+    if plan.victim in NET_VICTIMS:
+        if world.net is None:
+            raise ValueError(f"victim {plan.victim} needs --netns")
+        return await _cut(world, world.net, plan, returned)
     if plan.victim == "downstream":
         return await _hit_downstream(world.downstream, plan, returned)
     if plan.victim == "drainer":
@@ -121,6 +138,41 @@ async def inject(world: World, plan: Plan, returned: Returned) -> str:
     if plan.action == "kill":
         await world.cluster.restart_pump(pump)
     return pump.name
+
+
+async def _cut(world: World, net: ChaosNet, plan: Plan, returned: Returned) -> str:
+    """Cut the plan's link, hold it (probing a pump cut from etcd), heal it."""
+    cluster = world.cluster
+    assert cluster.etcd is not None
+    etcds = [m.name for m in cluster.etcd.members or (cluster.etcd,)]
+    pump = cluster.pumps[plan.index % len(cluster.pumps)]
+    if plan.victim == "pump_etcd":
+        victim, others = pump.name, etcds
+    elif plan.victim == "drainer_pump":
+        (drainer,) = cluster.drainers
+        victim, others = drainer.name, [pump.name]
+    else:
+        assert world.captures is not None
+        names = sorted(n.name for n in world.captures.nodes)
+        victim = names[plan.index % len(names)]
+        if plan.victim == "owner_etcd":
+            owner = await owner_of(world.kv, world.captures.keys)
+            if owner not in names:
+                log.warning("no capture owns the cluster (%s); cutting one by index", owner)
+            victim = owner if owner in names else victim
+        others = etcds + names
+    log.info("%s: cutting %s from %s for %.1f s", plan.kind, victim, others, plan.hold)
+    heal = net.cut(victim, others)
+    try:
+        if plan.victim == "pump_etcd":
+            pipe = world.pipe
+            await net.hold_pump_cut(pump.name, pump.addr, pipe.cluster_id, pipe.tso, plan.hold)
+        else:
+            await asyncio.sleep(plan.hold)
+    finally:
+        heal()
+    returned()
+    return f"{victim}/{'+'.join(sorted(set(others) - {victim}))}"
 
 
 async def _tso_leader(world: World) -> PumpNode | None:

@@ -10,7 +10,13 @@ equal to the upstream too (within ``CATCH_UP``; what is still missing or extra t
 lost or duplicated) and no two captures owned the cluster at once (``captures.OwnerWatch``);
 every process is still running. Recovery of a
 cycle: from the victim's return until the downstream checkpoint passes a timestamp taken at
-that moment (the pipeline delivers again).
+that moment (the pipeline delivers again). For the whole run, beside the load: no half
+transaction downstream, no TSO regression, one TSO leader at a time (``watch``).
+
+With ``netns`` (``--netns``) each pump, etcd member, the drainer and each capture runs in a
+network namespace of its own (``netns.ChaosNet``), the MariaDB servers listen on the bridge's
+address, and the partition faults can cut links; a pump cut from etcd that still takes
+prewrites after its registration timeout is a violation.
 """
 
 from __future__ import annotations
@@ -26,11 +32,22 @@ from pathlib import Path
 from typing import Any
 
 from bench.chaos.captures import Captures, OwnerWatch
-from bench.chaos.faults import ACTIONS, CAPTURE_VICTIMS, VICTIMS, Deck, Plan, draw, inject
+from bench.chaos.faults import (
+    ACTIONS,
+    CAPTURE_VICTIMS,
+    NET_CAPTURE_VICTIMS,
+    VICTIMS,
+    Deck,
+    Plan,
+    draw,
+    inject,
+)
 from bench.chaos.kafka import KafkaSide, duplicates, kafka_side
-from bench.chaos.watch import BankReader, TsoProbe
-from services.demo.cluster import DemoCluster
+from bench.chaos.netns import PUMP_ARGS, ChaosNet
+from bench.chaos.watch import BankReader, TsoLeaders, TsoProbe
+from services.demo.cluster import LOOPBACK, DemoCluster, on_loopback
 from tests.support.mariadb import MariaDBServer, make_template, new_server
+from tests.support.netns import private_net
 from tests.support.pipeline import Pipeline, mysql_checkpoint, running_pipeline
 from tributary.checker import compare
 from tributary.coord.kv import Kv
@@ -56,6 +73,7 @@ class Options:
     sink_query: str = "consistent=true"  # the MySQL sink's options (docs/drainer.md)
     kafka: bool = False  # drainer -> Kafka (exactly once) -> binlog-arbiter -> downstream
     actions: tuple[str, ...] = ACTIONS
+    netns: bool = False  # each node in a network namespace of its own; partition faults
 
 
 @dataclass
@@ -82,6 +100,7 @@ class World:
     kafka: KafkaSide | None = None
     captures: Captures | None = None
     capture_down: MariaDBServer | None = None
+    net: ChaosNet | None = None
 
 
 @dataclass
@@ -93,16 +112,32 @@ class Load:
 
 @contextlib.asynccontextmanager
 async def world(
-    work: Path, sink_query: str, kafka: bool = False, captures: bool = False
+    work: Path, sink_query: str, kafka: bool = False, captures: bool = False, netns: bool = False
 ) -> AsyncIterator[World]:
     """Everything; with ``kafka`` the drainer writes to a broker and an arbiter applies to the
-    downstream; with ``captures`` also three captures into a MariaDB of their own."""
+    downstream; with ``captures`` also three captures into a MariaDB of their own; with
+    ``netns`` the nodes each in a network namespace (all of them removed on the way out)."""
+    if not netns:
+        async with _world(work, sink_query, kafka, captures, None) as w:
+            yield w
+        return
+    with private_net() as net:
+        async with _world(work, sink_query, kafka, captures, ChaosNet(net)) as w:
+            yield w
+
+
+@contextlib.asynccontextmanager
+async def _world(
+    work: Path, sink_query: str, kafka: bool, captures: bool, net: ChaosNet | None
+) -> AsyncIterator[World]:
+    host = LOOPBACK if net is None else net.gateway
+    place = on_loopback if net is None else net.place
     template = await asyncio.to_thread(make_template, work / "mariadb-template")
-    up = new_server(template, work / "mariadb-upstream", ["--binlog-row-metadata=FULL"])
-    down = new_server(template, work / "mariadb-downstream")
+    up = new_server(template, work / "mariadb-upstream", ["--binlog-row-metadata=FULL"], host=host)
+    down = new_server(template, work / "mariadb-downstream", host=host)
     servers = [up, down]
     if captures:
-        servers.append(new_server(template, work / "mariadb-capture"))
+        servers.append(new_server(template, work / "mariadb-capture", host=host))
     (work / "cluster").mkdir()
     cdc: Captures | None = None
     try:
@@ -112,7 +147,13 @@ async def world(
             if kafka:
                 side = await stack.enter_async_context(kafka_side(work / "kafka", down))
             pipe = await stack.enter_async_context(
-                running_pipeline(work / "cluster", pumps=3, etcd_members=3)
+                running_pipeline(
+                    work / "cluster",
+                    pumps=3,
+                    etcd_members=3,
+                    place=place,
+                    pump_args=PUMP_ARGS if net is not None else (),
+                )
             )
             sink = side.sink_url if side is not None else f"{down.dsn()}?{sink_query}"
             await pipe.cluster.start_drainer(sink)
@@ -122,7 +163,10 @@ async def world(
                 assert pipe.cluster.etcd is not None
                 (work / "captures").mkdir()
                 cdc = Captures(
-                    work / "captures", pipe.cluster.etcd.urls, f"{up.dsn()}?server-id=4242"
+                    work / "captures",
+                    pipe.cluster.etcd.urls,
+                    f"{up.dsn()}?server-id=4242",
+                    place=place,
                 )
                 await cdc.start_all(pipe.kv, servers[2].dsn())
             yield World(
@@ -135,6 +179,7 @@ async def world(
                 kafka=side,
                 captures=cdc,
                 capture_down=servers[2] if captures else None,
+                net=net,
             )
     finally:
         if cdc is not None:
@@ -152,7 +197,8 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
             work,
             opts.sink_query,
             kafka=opts.kafka,
-            captures=bool(set(opts.victims) & set(CAPTURE_VICTIMS)),
+            captures=bool(set(opts.victims) & {*CAPTURE_VICTIMS, *NET_CAPTURE_VICTIMS}),
+            netns=opts.netns,
         ) as w,
         open_upstream(w.upstream_server.dsn(), writers=16) as upstream,
     ):
@@ -168,7 +214,8 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
         assert isinstance(bank, Bank)
         reader = BankReader(w.downstream, bank.accounts, bank.expected_total)
         probe = TsoProbe(w.pipe.tso)
-        watches = [reader.run(), probe.run()]
+        leaders = TsoLeaders(w.cluster, w.pipe.cluster_id)
+        watches = [reader.run(), probe.run(), leaders.run()]
         owners = None if w.captures is None else OwnerWatch(w.captures, w.kv)
         if owners is not None:
             watches.append(owners.run())
@@ -185,6 +232,8 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
             "tso_calls": probe.calls,
             "ts_regressions": len(probe.regressions),
             "max_tso_gap_s": round(probe.max_gap_s, 2),
+            "tso_leader_rounds": leaders.rounds,
+            "tso_leader_overlaps": len(leaders.overlaps),
             "commits": sum(x.env.stats.commits for x in loads),
             "rollbacks": sum(x.env.stats.rollbacks for x in loads),
             "retries": sum(x.env.stats.retries for x in loads),
@@ -199,6 +248,15 @@ async def run(work: Path, opts: Options) -> tuple[Figures, dict[str, Any]]:
             figures.violations.append(f"half transactions visible downstream: {reader.half[:5]}")
         if probe.regressions:
             figures.violations.append(f"TSO went backwards: {probe.regressions[:5]}")
+        if leaders.overlaps:
+            figures.violations.append(f"two TSO leaders at once: {leaders.overlaps[:5]}")
+        if leaders.regressions:
+            figures.violations.append(f"a TSO member went backwards: {leaders.regressions[:5]}")
+        if w.net is not None:
+            extra["pump_refusals"] = len(w.net.refused_after_s)
+            extra["max_pump_refused_after_s"] = max(w.net.refused_after_s, default=None)
+            extra["probes_taken"] = w.net.probes_taken
+            figures.violations += w.net.violations
         if reader.complete == 0:
             figures.violations.append("the bank reader never saw every account downstream")
         if w.kafka is not None:

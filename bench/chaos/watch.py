@@ -6,7 +6,11 @@ invariant means part of a transaction was visible: a half transaction. ``TsoProb
 for a timestamp again and again, each call starting after the previous returned, so each answer
 must be larger than the last (also across leader changes); one that is not is a regression. The
 longest wait for an answer says how long the cluster had no clock (every writer stalls then).
-Both ride out the faults: an error or a hang (a SIGSTOPped server) is a skipped sample.
+``TsoLeaders`` asks every pump's TSO member directly, one after the other, round after round:
+only the leader answers, so two members answering in one short round (under
+``OVERLAP_WINDOW``; a handover waits for the old leader's 3 s lease) are two leaders at once,
+and each answer must be larger than every answer before it, whoever gave it.
+All ride out the faults: an error or a hang (a SIGSTOPped server) is a skipped sample.
 """
 
 from __future__ import annotations
@@ -15,12 +19,19 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from grpclib import GRPCError
+from grpclib.client import Channel
+from grpclib.exceptions import StreamTerminatedError
+
+from services.demo.cluster import DemoCluster
 from tests.support.mariadb import MariaDBServer
 from tributary.tso.client import Tso
+from tributary.wire.binlogext import TsoRequest, TsoStub
 
 log = logging.getLogger(__name__)
 
 SAMPLE_TIMEOUT = 2.0  # seconds one sample may take before it is given up
+OVERLAP_WINDOW = 0.5  # seconds: a round shorter than this has no room for a handover
 
 
 @dataclass
@@ -81,3 +92,54 @@ class TsoProbe:
                 log.error("TSO went backwards: %d after %d", ts, self.last)
                 self.regressions.append((self.last, ts))
             self.last = max(self.last, ts)
+
+
+@dataclass
+class TsoLeaders:
+    cluster: DemoCluster
+    cluster_id: int
+    interval: float = 0.25
+    rounds: int = 0
+    answers: int = 0
+    last: int = 0
+    overlaps: list[str] = field(default_factory=list)  # rounds where two members answered
+    regressions: list[tuple[str, int, int]] = field(default_factory=list)  # (who, last, given)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        channels: dict[str, Channel] = {}
+        try:
+            while True:
+                await asyncio.sleep(self.interval)
+                began = loop.time()
+                served = []
+                for pump in list(self.cluster.pumps):
+                    if pump.addr not in channels:
+                        host, port = pump.addr.rsplit(":", 1)
+                        channels[pump.addr] = Channel(host, int(port))
+                    ts = await self._ask(channels[pump.addr])
+                    if ts is None:
+                        continue
+                    served.append(pump.name)
+                    self.answers += 1
+                    if ts <= self.last:
+                        log.error("TSO member %s answered %d after %d", pump.name, ts, self.last)
+                        self.regressions.append((pump.name, self.last, ts))
+                    self.last = max(self.last, ts)
+                self.rounds += 1
+                took = loop.time() - began
+                if len(served) > 1 and took < OVERLAP_WINDOW:
+                    log.error("two TSO leaders in one %.2f s round: %s", took, served)
+                    self.overlaps.append(f"{served} in {took:.2f} s")
+        finally:
+            for ch in channels.values():
+                ch.close()
+
+    async def _ask(self, channel: Channel) -> int | None:
+        try:
+            reply = await TsoStub(channel).get_timestamps(
+                TsoRequest(cluster_id=self.cluster_id, count=1), timeout=1
+            )
+        except (GRPCError, StreamTerminatedError, OSError, TimeoutError):
+            return None  # not the leader, down, frozen or cut
+        return int(reply.last)

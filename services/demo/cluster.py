@@ -21,7 +21,7 @@ import logging
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -36,6 +36,17 @@ MARKER = ".tributary-demo"  # marks a data dir the demo may wipe
 START_TIMEOUT = 60.0  # seconds a child gets to become ready
 PUMP_STOP_TIMEOUT = 30.0  # seconds a pump gets to pause after SIGTERM
 ETCD_STOP_TIMEOUT = 10.0
+LOOPBACK = "127.0.0.1"
+
+Place = Callable[[str], tuple[str, Sequence[str]]]
+"""Where a node runs, by its name (``pump-1``, ``etcd-2``, ``drainer``): the address it listens
+on and the argv prefix that starts it there (the chaos harness's ``--netns`` puts each node in a
+network namespace of its own: its address there and ``ip netns exec <ns>``)."""
+
+
+def on_loopback(name: str) -> tuple[str, Sequence[str]]:
+    """Every node on 127.0.0.1, started as it is (the default)."""
+    return LOOPBACK, ()
 
 
 def etcd_binary() -> str:
@@ -79,10 +90,11 @@ class Etcd:
     name: str = "demo"
     argv: tuple[str, ...] = ()
     members: tuple[Etcd, ...] = ()  # a cluster's every member (first = this one); else ()
+    host: str = LOOPBACK
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"http://{self.host}:{self.client_port}"
 
     @property
     def urls(self) -> list[str]:
@@ -96,14 +108,15 @@ class PumpNode:
     child: Child
     grpc_port: int
     data_dir: Path
+    host: str = LOOPBACK
 
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
+        return f"{self.host}:{self.grpc_port}"
 
     @property
     def status_url(self) -> str:
-        return f"http://127.0.0.1:{self.grpc_port}"
+        return f"http://{self.host}:{self.grpc_port}"
 
 
 @dataclass(frozen=True)
@@ -112,18 +125,31 @@ class DrainerNode:
     child: Child
     grpc_port: int
     data_dir: Path
+    host: str = LOOPBACK
 
     @property
     def status_url(self) -> str:
-        return f"http://127.0.0.1:{self.grpc_port}"
+        return f"http://{self.host}:{self.grpc_port}"
 
 
 class DemoCluster:
-    """Use as ``async with DemoCluster(root, supervisor) as cluster:``; stops all on exit."""
+    """Use as ``async with DemoCluster(root, supervisor) as cluster:``; stops all on exit.
 
-    def __init__(self, root: Path, supervisor: Supervisor) -> None:
+    ``place`` says where each node runs (default: 127.0.0.1); ``pump_args`` are extra flags for
+    every pump."""
+
+    def __init__(
+        self,
+        root: Path,
+        supervisor: Supervisor,
+        *,
+        place: Place = on_loopback,
+        pump_args: Sequence[str] = (),
+    ) -> None:
         self.root = root
         self._supervisor = supervisor
+        self._place = place
+        self._pump_args = tuple(pump_args)
         self.etcd: Etcd | None = None
         self.pumps: list[PumpNode] = []
         self.drainers: list[DrainerNode] = []
@@ -145,14 +171,17 @@ class DemoCluster:
         ``members`` named ``etcd-1``, ... (data in ``etcd-1/``, ...); the first member."""
         names = ["demo"] if members == 1 else [f"etcd-{i}" for i in range(1, members + 1)]
         ports = [(free_port(), free_port()) for _ in names]
+        places = [self._place(n) for n in names]
         peers = ",".join(
-            f"{n}=http://127.0.0.1:{p}" for n, (_, p) in zip(names, ports, strict=True)
+            f"{n}=http://{host}:{p}"
+            for n, (_, p), (host, _) in zip(names, ports, places, strict=True)
         )
         started = []
-        for name, (client, peer) in zip(names, ports, strict=True):
+        for name, (client, peer), (host, prefix) in zip(names, ports, places, strict=True):
             data = self.root / ("etcd" if members == 1 else name)
-            c, p = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
+            c, p = f"http://{host}:{client}", f"http://{host}:{peer}"
             argv = (
+                *prefix,
                 etcd_binary(),
                 *("--name", name, "--data-dir", str(data)),
                 *("--listen-client-urls", c, "--advertise-client-urls", c),
@@ -161,7 +190,7 @@ class DemoCluster:
             )
             log_name = "etcd" if members == 1 else name
             child = self._supervisor.start(log_name, argv, self.root / f"{log_name}.log")
-            started.append(Etcd(child, client, data, name, argv))
+            started.append(Etcd(child, client, data, name, argv, host=host))
         self.etcd = replace(started[0], members=tuple(started) if members > 1 else ())
         await asyncio.gather(*(self._wait_ready(m.child, f"{m.url}/health") for m in started))
         return self.etcd
@@ -173,7 +202,7 @@ class DemoCluster:
         assert self.etcd is not None
         log_name = member.child.name
         child = self._supervisor.start(log_name, member.argv, self.root / f"{log_name}.log")
-        again = Etcd(child, member.client_port, member.data_dir, member.name, member.argv)
+        again = replace(member, child=child, members=())
         members = tuple(again if m.name == member.name else m for m in self.etcd.members)
         self.etcd = replace(members[0], members=members)
         await self._wait_ready(child, f"{again.url}/health")
@@ -214,16 +243,18 @@ class DemoCluster:
             raise DemoError("start etcd before a drainer")
         port = free_port()
         data = self.root / name
+        host, prefix = self._place(name)
         argv = [
+            *prefix,
             sys.executable,
             *("-m", "services.drainer"),
-            *("--addr", f"127.0.0.1:{port}"),
+            *("--addr", f"{host}:{port}"),
             *("--data-dir", str(data), "--pd-urls", ",".join(self.etcd.urls), "--node-id", name),
             *("--syncer-sink-uri", sink_uri),
             *extra,
         ]
         node = DrainerNode(
-            name, self._supervisor.start(name, argv, self.root / f"{name}.log"), port, data
+            name, self._supervisor.start(name, argv, self.root / f"{name}.log"), port, data, host
         )
         self.drainers = [d for d in self.drainers if d.name != name] + [node]
         if wait_ready:
@@ -233,17 +264,20 @@ class DemoCluster:
     def _start_pump(self, name: str, etcd_url: str) -> PumpNode:
         port = free_port()
         data = self.root / name
+        host, prefix = self._place(name)
         argv = [
+            *prefix,
             sys.executable,
             *("-m", "services.pump"),
-            *("--addr", f"127.0.0.1:{port}"),
+            *("--addr", f"{host}:{port}"),
             *("--data-dir", str(data), "--pd-urls", etcd_url),
             *("--node-id", name, "--gen-binlog-interval", "1"),
             # the default (10 GiB free) would refuse writes on a small laptop disk
             *("--storage-stop-write-at-available-space", "64MiB"),
+            *self._pump_args,
         ]
         child = self._supervisor.start(name, argv, self.root / f"{name}.log")
-        return PumpNode(name, child, port, data)
+        return PumpNode(name, child, port, data, host)
 
     async def _wait_ready(self, child: Child, url: str) -> None:
         assert self._http is not None, "use DemoCluster as an async context manager"

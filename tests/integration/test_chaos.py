@@ -4,7 +4,10 @@ SIGSTOPped at a random moment and brought back), run as a user runs it. It must 
 duplicated or different row, no half transaction seen downstream, no TSO regression) and print
 its JSON line with the figures. A second, short case runs the capture cluster's victims (a
 capture, the capture owner) with the bank and mixed workloads: the capture downstream ends
-equal and no two captures own the cluster at once."""
+equal and no two captures own the cluster at once. A third runs ``--netns`` with the partition
+faults only (each node in a network namespace of its own; a pump cut from etcd, the drainer cut
+from a pump, a capture and the capture owner cut from etcd and the other captures): nothing
+lost, one owner and one TSO leader at a time, the cut pump refused prewrites."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import netns
 from tests.support.kafka import jars
 
 pytest_plugins = ["tests.support.mariadb"]
@@ -82,4 +86,22 @@ def test_capture_victims_lose_nothing_and_never_share_the_owner(
     assert {kind.rsplit("_", 1)[0] for kind in result["faults"]} == {"capture", "capture_owner"}
     assert result["lost_rows"] == result["duplicated_rows"] == result["different_rows"] == 0
     assert result["owner_samples"] > 0 and result["owner_overlaps"] == 0
+    assert result["violations"] == 0
+
+
+def test_partitions_lose_nothing_and_split_nothing(mariadb_template: Path, tmp_path: Path) -> None:
+    """``--netns`` with the four partition faults, one cycle each (seed 11 deals them all), on the
+    bank workload alone: with the mixed workload's DDL a capture cut from etcd can still apply a
+    DDL after its tables moved and fail the changefeed (an open finding, docs/chaos.md)."""
+    assert netns.unavailable() is None, netns.unavailable()  # the machine runs tests as root
+    victims = {"pump_etcd", "drainer_pump", "capture_etcd", "owner_etcd"}
+    argv = ["--netns", "--cycles", "4", "--seed", "11", "--victims", ",".join(sorted(victims))]
+    argv += ["--mixed-rate", "0", "--work-dir", str(tmp_path / "chaos")]
+    result = _chaos(argv)
+    assert result["faults"] == {f"{v}_partition": 1 for v in victims}
+    assert result["lost_rows"] == result["duplicated_rows"] == result["different_rows"] == 0
+    assert result["half_txns_seen"] == 0 and result["ts_regressions"] == 0
+    assert result["tso_leader_rounds"] > 0 and result["tso_leader_overlaps"] == 0
+    assert result["owner_samples"] > 0 and result["owner_overlaps"] == 0
+    assert result["pump_refusals"] == 1  # the pump cut from etcd refused a prewrite
     assert result["violations"] == 0

@@ -57,10 +57,28 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
+_PACKAGES = {"ip": "iproute2", "nft": "nftables"}  # Debian's packages of the tools used
+
+
+def _install_missing() -> None:
+    """As root, install from Debian the tools that are missing (a fresh machine may lack nft)."""
+    missing = [pkg for tool, pkg in _PACKAGES.items() if shutil.which(tool) is None]
+    if not missing:
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", *missing]):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            log.warning("%s failed: %s", " ".join(cmd), (done.stdout + done.stderr)[-2000:])
+            return
+
+
 def unavailable() -> str | None:
-    """Why namespaces cannot be made here (the reason a test skips with), or None."""
+    """Why namespaces cannot be made here (the reason a test skips with), or None; as root,
+    missing tools are installed first."""
     if os.geteuid() != 0:
         return "network namespaces need root (run the tests as root)"
+    _install_missing()
     if shutil.which("ip") is None:
         return "the `ip` command (iproute2) is not installed"
     if shutil.which("nft") is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +18,7 @@ from pathlib import Path
 import asyncmy
 import asyncmy.errors
 
-from services.demo.cluster import DemoCluster
+from services.demo.cluster import DemoCluster, Place, on_loopback
 from services.demo.procs import Supervisor
 from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
@@ -44,12 +44,18 @@ class Pipeline:
 
 @asynccontextmanager
 async def running_pipeline(
-    root: Path, pumps: int = 2, etcd_members: int = 1
+    root: Path,
+    pumps: int = 2,
+    etcd_members: int = 1,
+    *,
+    place: Place = on_loopback,
+    pump_args: Sequence[str] = (),
 ) -> AsyncIterator[Pipeline]:
-    """Everything under ``root`` (an existing directory); etcd with ``etcd_members`` members."""
+    """Everything under ``root`` (an existing directory); etcd with ``etcd_members`` members;
+    ``place`` and ``pump_args`` as ``DemoCluster`` takes them."""
     supervisor = Supervisor(root)
     try:
-        async with DemoCluster(root, supervisor) as cluster:
+        async with DemoCluster(root, supervisor, place=place, pump_args=pump_args) as cluster:
             etcd = await cluster.start_etcd(etcd_members)
             await cluster.start_pumps(pumps)
             async with EtcdKv.connect(etcd.urls) as kv:
