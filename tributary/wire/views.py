@@ -115,25 +115,56 @@ def _bytes(buf: bytes, number: int, wire: int, value: int | slice) -> bytes:
     return buf[_span(number, wire, value)]
 
 
+_BINLOG_INTS = frozenset((1, 2, 3, 7, 8))  # Binlog's varint fields; 4, 5, 6 are bytes
+
+
 def parse_binlog(buf: bytes) -> BinlogView:
+    """A ``Binlog``, read field by field in one loop (one per binlog pulled: no field list)."""
     b = BinlogView()
-    for number, wire, value in _fields(buf, 0, len(buf)):
-        if number == 1:
-            b.tp = _int32(_scalar(number, wire, value))
-        elif number == 2:
-            b.start_ts = _int64(_scalar(number, wire, value))
-        elif number == 3:
-            b.commit_ts = _int64(_scalar(number, wire, value))
-        elif number == 4:
-            b.prewrite_key = _bytes(buf, number, wire, value)
-        elif number == 5:
-            b.prewrite_value = _bytes(buf, number, wire, value)
-        elif number == 6:
-            b.ddl_query = _bytes(buf, number, wire, value)
-        elif number == 7:
-            b.ddl_job_id = _int64(_scalar(number, wire, value))
-        elif number == 8:
-            b.ddl_schema_state = _int32(_scalar(number, wire, value))
+    pos, end = 0, len(buf)
+    while pos < end:
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos, end)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise MalformedMessage("field number 0")
+        if wire == 0:
+            value, pos = _varint(buf, pos, end)
+            if number == 3:
+                b.commit_ts = _int64(value)
+            elif number == 2:
+                b.start_ts = _int64(value)
+            elif number == 1:
+                b.tp = _int32(value)
+            elif number == 7:
+                b.ddl_job_id = _int64(value)
+            elif number == 8:
+                b.ddl_schema_state = _int32(value)
+            elif 4 <= number <= 6:
+                raise MalformedMessage(f"field {number} should be length-delimited")
+        elif wire == 2:
+            size, pos = _varint(buf, pos, end)
+            stop = pos + size
+            if stop > end:
+                raise MalformedMessage(f"field {number} runs past the end")
+            if number == 5:
+                b.prewrite_value = buf[pos:stop]
+            elif number == 4:
+                b.prewrite_key = buf[pos:stop]
+            elif number == 6:
+                b.ddl_query = buf[pos:stop]
+            elif number in _BINLOG_INTS:
+                raise MalformedMessage(f"field {number} should be a varint")
+            pos = stop
+        elif wire == 1 or wire == 5:
+            pos += 8 if wire == 1 else 4
+            if pos > end:
+                raise MalformedMessage(f"field {number} runs past the end")
+        else:
+            raise MalformedMessage(f"unsupported wire type {wire} for field {number}")
     return b
 
 
