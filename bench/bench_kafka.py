@@ -8,8 +8,8 @@ decoded ``Txn`` values, as the drainer's syncer hands them to its sink.
 1. Sink: the sink (tidb-binlog's layout, acks=all, idempotent, its default settings) applies them
    in batches of ``--batch`` transactions, as the drainer does (the Kafka sink is pipelined:
    each batch is submitted while the acks of earlier ones are outstanding, then one flush); the
-   clock covers encoding, sending and the acks, up to the checkpoint of the last one. The pumps and the merge are not in
-   this figure (``bench_drainer`` measures those).
+   clock covers encoding, sending and the acks, up to the checkpoint of the last one. The pumps
+   and the merge are not in this figure (``bench_drainer`` measures those).
 2. Bare: the same messages, encoded beforehand, sent by one aiokafka producer with the same
    settings (acks=all, idempotent, the sink's record batch size, linger 0) to another topic of
    the same broker, ``--window`` messages at a time, waiting for every ack. It fills record

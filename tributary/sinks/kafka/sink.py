@@ -34,7 +34,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from tributary.change import Txn
-from tributary.sinks.kafka.client import last_value, record_size, send_batched, start_producer
+from tributary.sinks.kafka.client import OpenBatches, last_value, record_size, start_producer
 from tributary.sinks.kafka.options import KafkaSettings, parse_url
 from tributary.sinks.kafka.routing import Message, route
 from tributary.sinks.kafka.secondary import commit_ts_of
@@ -47,6 +47,9 @@ __all__ = ["KafkaSettings", "KafkaSink", "last_commit_ts", "open_url", "parse_ur
 # a queued message (None: a trailing marker), its delivery future (None until queued, and for a
 # marker), the commit ts the checkpoint moves to once it is acknowledged (None: not yet)
 _Entry = tuple[Message | None, asyncio.Future[object] | None, int | None]
+# transactions encoded between two yields to the event loop, so the producer hands full record
+# batches to the broker and reads its acks while the rest of a batch is encoded
+_YIELD_EVERY = 16
 
 
 class KafkaSink:
@@ -57,12 +60,15 @@ class KafkaSink:
     an entry of ``_inflight`` in send order with the commit ts the checkpoint may move to once
     it and everything before it are acknowledged: the transaction's on its last message, None
     on the others (a transaction cut into several messages counts only when all are in), and
-    an entry without a future for a batch ending in a checkpoint-only marker.
+    an entry without a message or future for a checkpoint-only marker. Messages go into record
+    batches kept open across batches (``client.OpenBatches``), handed over when full or when
+    the sink is about to wait for an ack.
     """
 
     def __init__(self, settings: KafkaSettings, producer: AIOKafkaProducer, safe_mode: bool):
         self.settings = settings
         self._producer = producer
+        self._batches = OpenBatches(producer, settings.topic)
         self._checkpoint: int | None = None
         self._stale = True  # the checkpoint must be read from the topic before the next batch
         self._broken = False  # the producer gave up on a message: it is replaced
@@ -131,21 +137,14 @@ class KafkaSink:
             return
         partitions = await self._partitions()
         by, per = self.settings.partition_by, self.settings.message_per
-        entries: list[_Entry] = []
-        for t in todo:
-            before = len(entries)
-            entries += [(m, None, None) for m in route(t, by, per, partitions)]
-            if len(entries) > before:
-                m, _, _ = entries[-1]
-                entries[-1] = (m, None, t.commit_ts)
-        last = todo[-1].commit_ts
-        if not entries or entries[-1][2] != last:
-            entries.append((None, None, last))  # a trailing marker
         step = self.settings.max_messages
-        for i in range(0, len(entries), step):
-            chunk = entries[i : i + step]
-            await self._settle(step - len(chunk))  # at most kafka-max-messages in flight
-            await self._send(chunk)
+        for n, t in enumerate(todo, 1):
+            messages = list(route(t, by, per, partitions))
+            if len(self._inflight) + len(messages) > step:  # at most kafka-max-messages in flight
+                await self._settle(max(0, step - len(messages)))
+            await self._send(messages, t.commit_ts)
+            if n % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
 
     async def _recover(self) -> None:
         """After a failed batch, with nothing in flight: a new producer if the old one gave up on
@@ -153,6 +152,7 @@ class KafkaSink:
         if self._broken:
             await self._stop_producer()
             self._producer = await start_producer(self.settings)
+            self._batches = OpenBatches(self._producer, self.settings.topic)
             self._broken = False
         await self._refresh()
 
@@ -166,11 +166,10 @@ class KafkaSink:
                 f"kafka sink: no metadata for topic {self.settings.topic}: {e!r}", retriable=True
             ) from e
 
-    async def _send(self, entries: list[_Entry]) -> None:
-        """Queue the messages of ``entries`` in order; each entry is in ``_inflight`` until
-        ``_settle`` sees its ack."""
+    async def _send(self, messages: list[Message], commit_ts: int) -> None:
+        """Queue the messages of the transaction ``commit_ts`` in order (none: a marker); each is
+        in ``_inflight`` until ``_settle`` sees its ack, the last one carrying ``commit_ts``."""
         limit = self.settings.max_message_size
-        messages = [m for m, _, _ in entries if m is not None]
         for m in messages:
             if record_size(m.key, m.value) > limit:
                 self._stale = True
@@ -180,25 +179,27 @@ class KafkaSink:
                     m.value,
                     MessageSizeTooLargeError("kafka-max-message-size"),
                 )
-        futures: list[asyncio.Future[object] | None] = [None] * len(messages)
-        records = [(m.partition, m.key, m.value) for m in messages]
+        if not messages:
+            self._inflight.append((None, None, commit_ts))
+        last = len(messages) - 1
+        for i, m in enumerate(messages):
+            try:
+                f = await self._batches.add(m.partition, m.key, m.value)
+            except KafkaError as e:
+                self._stale = True
+                raise SinkError(
+                    f"kafka sink: cannot send txn {commit_ts}: {e!r}", retriable=True
+                ) from e
+            self._inflight.append((m, f, commit_ts if i == last else None))
+        self._queued = commit_ts
+
+    async def _seal(self) -> None:
+        """Hand the open record batches over: about to wait for acks."""
         try:
-            await send_batched(self._producer, self.settings.topic, records, futures)
+            await self._batches.seal()
         except KafkaError as e:
-            failed = messages[futures.index(None)]
             self._stale = True
-            raise SinkError(
-                f"kafka sink: cannot send txn {failed.txn.commit_ts}: {e!r}", retriable=True
-            ) from e
-        finally:  # what was queued, up to the first message that was not
-            sent = iter(futures)
-            for entry, _, ts in entries:
-                f = None if entry is None else next(sent)
-                if entry is not None and f is None:
-                    break
-                self._inflight.append((entry, f, ts))
-                if ts is not None:
-                    self._queued = ts
+            raise SinkError(f"kafka sink: cannot send: {e!r}", retriable=True) from e
 
     async def _settle(self, keep: int) -> None:
         """Wait for acks until at most ``keep`` messages are in flight, moving the checkpoint
@@ -216,6 +217,7 @@ class KafkaSink:
             if future is not None and not future.done():
                 if len(inflight) <= keep:
                     return
+                await self._seal()
                 await asyncio.wait([future], timeout=timeout)
                 if not future.done():
                     assert message is not None
@@ -235,6 +237,7 @@ class KafkaSink:
     def _fail(self, message: Message, future: object, error: BaseException) -> NoReturn:
         batch = [m for m, f, _ in self._inflight if f is future and m is not None]
         self._inflight.clear()
+        self._batches.abandon(KafkaError("an earlier batch failed"))
         self._stale = self._broken = True
         txn, value = message.txn, message.value
         if isinstance(error, MessageSizeTooLargeError):
@@ -245,6 +248,7 @@ class KafkaSink:
         ) from error
 
     async def close(self) -> None:
+        self._batches.abandon(KafkaError("the sink closed"))  # not acknowledged: resent later
         await self._stop_producer()
 
     async def _stop_producer(self) -> None:
