@@ -12,6 +12,11 @@ Invariants:
   keeps its own checkpoint in the same downstream transaction, the drainer's file checkpoint
   follows), and the merged queue's ``task_done`` is called only then, so ``drain`` waits for
   everything merged to be applied;
+* with a pipelined sink (``tributary.sinks.Pipelined``, the Kafka sink) *apply* submits the
+  next batch while earlier ones wait for their acks; a batch counts as accepted (checkpoint,
+  ``task_done``) only once the sink's own checkpoint passed its last transaction, and when
+  nothing is buffered the syncer waits for the acks (``flush``) instead of idling with them
+  outstanding. A failed delivery is retried as one ``apply`` of every batch not acknowledged;
 * markers (fake, filtered and ignored binlogs) only move the checkpoint: inside a batch only
   a trailing one is kept, since a batch moves the sink's checkpoint to its last commit ts;
 * a sink error that may pass (``retriable``) is retried with backoff for as long as it takes,
@@ -36,6 +41,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import NoReturn
 
 from services.drainer.catchup import CatchUp
@@ -43,7 +49,7 @@ from services.drainer.errors import SinkError
 from services.drainer.item import PulledBinlogItem
 from services.drainer.progress import Checkpointer
 from tributary.change import RowKind, Txn
-from tributary.sinks import Sink
+from tributary.sinks import Pipelined, Sink
 from tributary.sinks import SinkError as DownstreamError
 
 log = logging.getLogger(__name__)
@@ -178,6 +184,9 @@ class Syncer:
         self.last_apply = clock()  # when the sink last accepted rows or a DDL (start time before)
         self._put_ts = checkpointer.applied_ts  # commit ts of the last transaction buffered
         self._advanced = asyncio.Event()  # set whenever the checkpoint moved
+        # batches a pipelined sink took and has not acknowledged yet: (batch, buffered
+        # transactions taken, merged binlogs), in order; the checkpoint waits for them
+        self._unacked: deque[tuple[list[Txn], int, int]] = deque()
 
     def queue_sizes(self) -> tuple[int, int]:
         """Merged binlogs waiting for conversion, and converted transactions buffered."""
@@ -253,39 +262,65 @@ class Syncer:
             await self._put(staged.held)
 
     async def _applying(self) -> NoReturn:
+        pipelined = self._sink if isinstance(self._sink, Pipelined) else None
         while True:
+            if pipelined is not None and self._unacked and not self._buffer:
+                await self._deliver(pipelined.flush)  # nothing to send meanwhile: the acks
+                await self._release()
             batch, items = await self._buffer.take(self._batch_rows)
             todo = compact(batch)
-            await self._apply(todo)
-            real = [t for t in todo if t.rows or t.ddl is not None]
-            self.applied += len(real)
-            self.fakes += len(batch) - len(real)
-            self.rows += sum(len(t.rows) for t in real)
-            self.events.add(real)
-            self.batches += 1
-            if real:
-                self.last_apply = self._clock()
-            self._checkpointer.advance(todo[-1].commit_ts)
-            self._advanced.set()
-            for _ in range(items):
-                self._queue.task_done()
+            if pipelined is None:
+                await self._deliver(partial(self._sink.apply, todo), todo)
+                self._accepted(todo, len(batch), items)
+                continue
+            self._unacked.append((todo, len(batch), items))
+            await self._deliver(partial(pipelined.submit, todo))
+            await self._release()
 
-    async def _apply(self, batch: list[Txn]) -> None:
+    async def _release(self) -> None:
+        """Account for the submitted batches the sink's checkpoint passed (acknowledged)."""
+        acked = await self._sink.checkpoint()
+        while self._unacked and acked is not None and self._unacked[0][0][-1].commit_ts <= acked:
+            self._accepted(*self._unacked.popleft())
+
+    def _accepted(self, todo: list[Txn], taken: int, items: int) -> None:
+        """The sink holds ``todo`` (``taken`` buffered transactions, ``items`` merged binlogs)."""
+        real = [t for t in todo if t.rows or t.ddl is not None]
+        self.applied += len(real)
+        self.fakes += taken - len(real)
+        self.rows += sum(len(t.rows) for t in real)
+        self.events.add(real)
+        self.batches += 1
+        if real:
+            self.last_apply = self._clock()
+        self._checkpointer.advance(todo[-1].commit_ts)
+        self._advanced.set()
+        for _ in range(items):
+            self._queue.task_done()
+
+    async def _deliver(
+        self, attempt: Callable[[], Awaitable[None]], batch: list[Txn] | None = None
+    ) -> None:
+        """``attempt()``, then on a retriable error ``sink.apply`` with backoff until it passes:
+        of ``batch``, or (pipelined) of every transaction submitted and not acknowledged yet,
+        which the sink trims to what its checkpoint does not cover."""
         delay = 0.5
         while True:
             self._sink.safe_mode = self.safe_mode
             start = time.perf_counter()
             try:
-                await self._sink.apply(batch)
+                await attempt()
                 self._observe_execute(time.perf_counter() - start)
                 return
             except DownstreamError as e:
-                span = f"commit ts {batch[0].commit_ts}..{batch[-1].commit_ts}"
+                todo = batch if batch is not None else [t for b in self._unacked for t in b[0]]
+                span = f"commit ts {todo[0].commit_ts}..{todo[-1].commit_ts}"
                 if not e.retriable:
                     raise SinkError(f"the sink refused the batch {span}: {e}") from e
                 log.warning(
                     "sink unavailable for the batch %s (retrying in %.1f s): %s", span, delay, e
                 )
+                attempt = partial(self._sink.apply, todo)
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_BACKOFF_MAX)
 

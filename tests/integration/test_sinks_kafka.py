@@ -1,5 +1,6 @@
 """The kafka:// sink on a real broker: one secondary binlog per transaction on partition 0, the
-checkpoint read back from the topic, an unreachable broker retried without loss or duplicates,
+checkpoint read back from the topic, an unreachable broker retried without loss or duplicates
+(after sequential batches and after pipelined ones with their acks outstanding),
 a message over the broker's limit refused with the transaction named, and record batches kept
 under the limit by kafka-batch-size (a batch over it refused with the batch named)."""
 
@@ -11,7 +12,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from tributary.change import Ddl, RowChange, TableInfo, Txn
-from tributary.sinks import SinkError, SinkOptions
+from tributary.sinks import Pipelined, SinkError, SinkOptions
 from tributary.sinks.kafka.secondary import decode_txn
 from tributary.sinks.schemes import open_sink
 
@@ -75,6 +76,35 @@ async def test_batches_checkpoint_and_broker_outage(kafka: KafkaBroker) -> None:
     assert [t.commit_ts for _, t in got] == [10, 12, 20, 30, 31, 40]
     assert [dict(r.values)["id"] for _, t in got for r in t.rows] == [1, 2, 3, 4, 5, 6]
     assert got[2][1].ddl == Ddl("db", "alter table t add c int", "t")
+
+
+async def test_pipelined_batches_and_an_outage_while_acks_are_outstanding(
+    kafka: KafkaBroker,
+) -> None:
+    url = f"kafka://{kafka.bootstrap}/?ack-timeout=3&kafka-max-messages=3"
+    async with open_sink(url, OPTS) as sink:
+        assert isinstance(sink, Pipelined)
+        for ts in range(10, 30, 4):  # five batches, each ending with a marker
+            await sink.submit([txn(ts, ts), txn(ts + 2, ts + 2), Txn(ts + 3)])
+        await sink.flush()
+        assert await sink.checkpoint() == 29
+        unacked: list[Txn] = []
+        with pytest.raises(SinkError) as e:
+            for ts in range(30, 40, 2):
+                batch = [txn(ts, ts)]
+                unacked += batch
+                await sink.submit(batch)
+                if ts == 32:
+                    kafka.kill()
+            await sink.flush()
+        assert e.value.retriable  # no ack in time, from a submit waiting for room or the flush
+        acked = await sink.checkpoint()
+        assert acked is not None and acked < unacked[-1].commit_ts
+        kafka.start()
+        await sink.apply(unacked)  # the drainer's retry: everything it has no ack for
+        assert await sink.checkpoint() == unacked[-1].commit_ts
+    got = await read_topic(kafka.bootstrap, "6789_obinlog")
+    assert [t.commit_ts for _, t in got] == [*range(10, 30, 2), *(t.commit_ts for t in unacked)]
 
 
 async def test_message_over_the_broker_limit_names_the_transaction(

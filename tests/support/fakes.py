@@ -63,6 +63,34 @@ class RecordingSink:
         pass
 
 
+class PipelinedRecordingSink(RecordingSink):
+    """A pipelined sink (``tributary.sinks.Pipelined``) whose acks come one batch late: each
+    ``submit`` acknowledges the batches before it; ``flush`` sets ``flushing``, waits for
+    ``gate`` and then acknowledges everything, or raises the first of ``flush_failures``.
+    ``apply`` is the recording sink's (what a retry after a failure uses)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.submitted: list[list[int]] = []
+        self.flush_failures: list[DownstreamError] = []
+        self.queued: int | None = None
+        self.flushing = asyncio.Event()
+
+    async def submit(self, txns: Sequence[Txn]) -> None:
+        if self.failures:
+            raise self.failures.pop(0)
+        self.ckpt = self.queued
+        self.submitted.append([t.commit_ts for t in txns])
+        self.queued = txns[-1].commit_ts
+
+    async def flush(self) -> None:
+        self.flushing.set()
+        await self.gate.wait()
+        if self.flush_failures:
+            raise self.flush_failures.pop(0)
+        self.ckpt = self.queued
+
+
 class MemoryWindowStore:
     """The persisted window; ``deposed`` makes saves fail like a lost etcd guard."""
 

@@ -16,7 +16,7 @@ from services.drainer.syncer import Syncer, compact
 from services.drainer.translate import DdlJobMissing
 from tests.support.ddl_jobs import T1, create_db, create_table
 from tests.support.drainer_binlogs import ddl, dml, history_with, insert, mutation
-from tests.support.fakes import MemoryCheckpoint, RecordingSink
+from tests.support.fakes import MemoryCheckpoint, PipelinedRecordingSink, RecordingSink
 from tributary.change import RowChange, TableFilter, TableInfo, Txn
 from tributary.sinks import SinkError as DownstreamError
 from tributary.wire.binlog import MutationType
@@ -90,6 +90,45 @@ async def test_retriable_errors_wait_and_others_stop_with_the_span() -> None:
     (e,) = err.value.exceptions
     assert isinstance(e, SinkError) and "commit ts 4..4" in str(e) and "syntax" in str(e)
     assert ckpt.applied_ts == 3 and sink.batches == [[3]]
+
+
+async def test_a_pipelined_sink_gets_the_next_batch_before_the_acks_of_the_last() -> None:
+    sink = PipelinedRecordingSink()
+    sink.gate.clear()  # flush waits: only the acks that come with the next submit arrive
+    syncer, queue, ckpt = make(sink, batch_rows=3)
+    for ts in range(1, 11):
+        await queue.put(item(ts, fake=ts == 10))
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(syncer.run())
+        await asyncio.wait_for(sink.flushing.wait(), 5)  # nothing left: it waits for the acks
+        submitted = list(sink.submitted)
+        assert len(submitted) >= 2
+        assert ckpt.applied_ts == submitted[-2][-1]  # the acked batches, not the last one
+        assert syncer.rows == sum(len(b) for b in submitted[:-1])
+        sink.gate.set()
+        assert await syncer.drain(5)
+        task.cancel()
+    assert [ts for b in sink.submitted for ts in b] == list(range(1, 11))
+    assert ckpt.applied_ts == 10 and syncer.applied == 9 and syncer.fakes == 1
+    assert sink.batches == []  # nothing applied again
+
+
+async def test_a_failed_delivery_applies_every_unacknowledged_batch_again() -> None:
+    sink = PipelinedRecordingSink()
+    sink.gate.clear()
+    sink.flush_failures = [DownstreamError("broker gone", retriable=True)]
+    syncer, queue, ckpt = make(sink, batch_rows=2)
+    for ts in range(1, 6):
+        await queue.put(item(ts))
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(syncer.run())
+        await asyncio.wait_for(sink.flushing.wait(), 5)
+        last = sink.submitted[-1]
+        sink.gate.set()
+        assert await syncer.drain(10)
+        task.cancel()
+    assert sink.batches == [last]  # the one batch not acknowledged, once
+    assert ckpt.applied_ts == 5 and syncer.rows == 5
 
 
 async def test_safe_mode_is_on_for_the_window_after_a_start() -> None:

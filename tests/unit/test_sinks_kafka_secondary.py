@@ -184,7 +184,8 @@ def wide_value(rng: random.Random, column: str) -> object:
             )
         case "u64" | "b20":
             edges = [4095, 4096, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28, 2**35 - 1]
-            return rng.choice([0, 127, 128, *edges, 2**35, 2**64 - 1, rng.randrange(2**20)])
+            edges += [2**35, 2**42 - 1, 2**42, 2**64 - 1, True]
+            return rng.choice([0, 127, 128, *edges, rng.randrange(2**20), rng.randrange(2**44)])
         case "b1":
             return rng.choice([0, 1, b"\x01"])
         case "fl" | "db":
@@ -204,7 +205,7 @@ def wide_value(rng: random.Random, column: str) -> object:
         case "s":
             return rng.choice(["", "r,x", "W", 5, b"r"])
         case _:
-            return text
+            return rng.choice([text, text, text.encode("utf-8", "surrogateescape")])
 
 
 def test_same_bytes_as_the_field_by_field_encoder() -> None:

@@ -7,6 +7,7 @@ What sinks apply is the change model, ``tributary.change``.
 """
 
 from tributary.sinks.port import (
+    Pipelined,
     QueryTimer,
     Sink,
     SinkError,
@@ -17,6 +18,7 @@ from tributary.sinks.port import (
 )
 
 __all__ = [
+    "Pipelined",
     "QueryTimer",
     "Sink",
     "SinkError",

@@ -73,6 +73,27 @@ class Sink(Protocol):
         ...
 
 
+@runtime_checkable
+class Pipelined(Protocol):
+    """A sink that takes the next batch while the downstream still acknowledges earlier ones
+    (the Kafka sink: the broker's acks).
+
+    ``submit`` hands a batch over and returns, possibly before it is acknowledged (it waits only
+    for room); ``checkpoint`` moves as acks come in, in order, and only over whole transactions;
+    ``flush`` waits until everything submitted is acknowledged. ``apply`` is ``submit`` then
+    ``flush``. A delivery that failed surfaces as the ``SinkError`` of a later ``submit`` or
+    ``flush``; the caller then applies everything past the checkpoint again (``apply``: what the
+    sink finds delivered is not sent twice where it can tell, as ``apply`` always does).
+
+    Example: submit [t1 t2], submit [t3 t4]; the acks of t1 t2 come in: checkpoint t2; t3's
+    delivery fails: the next submit or flush raises, and the caller applies [t3 t4 ...] again.
+    """
+
+    async def submit(self, txns: Sequence[Txn]) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
 QueryTimer = Callable[[str, float], None]
 """Called with a query type (``exec``, ``commit``) and the seconds the query took."""
 

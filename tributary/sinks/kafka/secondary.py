@@ -32,6 +32,7 @@ from decimal import Decimal
 
 from tributary.change import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
 from tributary.sinks.file.pbcodec import ColType, column_type
+from tributary.sinks.kafka import rowcode
 from tributary.sinks.port import SinkError
 from tributary.tidbcodec import mysqltypes as mt
 from tributary.tidbcodec.enumset import enum_index, set_mask
@@ -249,6 +250,8 @@ _INT64 = _int_encoder(2)
 _UINT64 = _int_encoder(3)
 _STRING = _text_encoder(6)
 _BYTES = _text_encoder(5)
+_FAST = {id(_INT64): rowcode.INT64, id(_UINT64): rowcode.UINT64}
+_FAST |= {id(_STRING): rowcode.STRING, id(_BYTES): rowcode.BYTES}
 
 
 def _column_encoder(name: str, ct: ColType, flen: int) -> ColumnEncoder:
@@ -275,12 +278,13 @@ def _text(value: SqlValue) -> str:
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """What one table's ``Table`` messages share: fields 1-3 (names and column infos), field 5
-    (the unique keys) and the encoder of each column, in column order."""
+    (the unique keys) and the encoder of its rows (``rowcode``: one generated function per table
+    over the column encoders, in column order)."""
 
     info: TableInfo  # kept so the cache's id() key cannot be reused while the entry lives
     head: bytes
     keys: bytes
-    columns: tuple[tuple[str, ColumnEncoder], ...]
+    row: rowcode.RowEncoder
 
 
 _PLANS: dict[int, _Plan] = {}
@@ -320,15 +324,15 @@ def _build_plan(info: TableInfo) -> _Plan:
     key_bytes = b"".join(
         _len(5, _len(1, n.encode()) + b"".join(_len(2, c.encode()) for c in cs)) for n, cs in keys
     )
-    return _Plan(info, b"".join(out), key_bytes, tuple(columns))
+    names = [c for c, _ in columns]
+    kinds = [_FAST.get(id(encode)) for _, encode in columns]
+    row = rowcode.row_encoder(names, kinds, [encode for _, encode in columns])
+    return _Plan(info, b"".join(out), key_bytes, row)
 
 
 # TableMutation: field 1 (type), then the tag of field 2 (row)
-_MUTATION = {
-    RowKind.INSERT: b"\x08\x00\x12",
-    RowKind.UPDATE: b"\x08\x01\x12",
-    RowKind.DELETE: b"\x08\x02\x12",
-}
+_INSERT, _UPDATE, _DELETE = b"\x08\x00\x12", b"\x08\x01\x12", b"\x08\x02\x12"
+_KINDS = RowKind.INSERT, RowKind.DELETE
 
 
 def _runs(rows: tuple[RowChange, ...]) -> Iterator[tuple[TableInfo, list[RowChange]]]:
@@ -344,26 +348,27 @@ def _runs(rows: tuple[RowChange, ...]) -> Iterator[tuple[TableInfo, list[RowChan
 
 def _mutations(changes: list[RowChange], plan: _Plan, parts: list[bytes]) -> int:
     """Append the ``Table.mutations`` entries of ``changes`` to ``parts``; their size."""
-    columns = plan.columns
+    encode = plan.row
     varints = _VARINTS
+    insert, delete = _KINDS
     size = 0
     for ch in changes:
-        get = ch.values.get
-        row = b"".join([encode(get(c)) for c, encode in columns])
+        row = encode(ch.values)
         n = len(row)
         row_len = varints[n] if n < _SMALL else _uvarint(n)
         m_len = 3 + len(row_len) + n
+        kind = ch.kind  # by identity: an Enum's hash and its class attributes are slow
+        head = _INSERT if kind is insert else _DELETE if kind is delete else _UPDATE
         if ch.old_values is None:
             m_size = varints[m_len] if m_len < _SMALL else _uvarint(m_len)
-            parts += (b"\x22", m_size, _MUTATION[ch.kind], row_len, row)
+            parts += (b"\x22", m_size, head, row_len, row)
         else:
-            get = ch.old_values.get
-            old = b"".join([encode(get(c)) for c, encode in columns])
+            old = encode(ch.old_values)
             n = len(old)
             old_len = varints[n] if n < _SMALL else _uvarint(n)
             m_len += 1 + len(old_len) + n
             m_size = varints[m_len] if m_len < _SMALL else _uvarint(m_len)
-            parts += (b"\x22", m_size, _MUTATION[ch.kind], row_len, row, b"\x1a", old_len, old)
+            parts += (b"\x22", m_size, head, row_len, row, b"\x1a", old_len, old)
         size += 1 + len(m_size) + m_len
     return size
 

@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Sequence
+from typing import NoReturn
 from urllib.parse import SplitResult
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from tributary.change import Txn
-from tributary.sinks.kafka.client import last_value, record_size, send_batched, start_producer
+from tributary.sinks.kafka.client import OpenBatches, last_value, record_size, start_producer
 from tributary.sinks.kafka.options import KafkaSettings, parse_url
 from tributary.sinks.kafka.routing import Message, route
 from tributary.sinks.kafka.secondary import commit_ts_of
@@ -42,17 +44,36 @@ log = logging.getLogger(__name__)
 
 __all__ = ["KafkaSettings", "KafkaSink", "last_commit_ts", "open_url", "parse_url", "too_large"]
 
+# a queued message (None: a trailing marker), its delivery future (None until queued, and for a
+# marker), the commit ts the checkpoint moves to once it is acknowledged (None: not yet)
+_Entry = tuple[Message | None, asyncio.Future[object] | None, int | None]
+# transactions encoded between two yields to the event loop, so the producer hands full record
+# batches to the broker and reads its acks while the rest of a batch is encoded
+_YIELD_EVERY = 16
+
 
 class KafkaSink:
-    """Sends batches as secondary binlogs; ``safe_mode`` has no effect (kept for the protocol)."""
+    """Sends batches as secondary binlogs; ``safe_mode`` has no effect (kept for the protocol).
+
+    Pipelined (``tributary.sinks.port.Pipelined``): ``submit`` queues a batch and returns while
+    its acks are outstanding, ``flush`` waits for them, ``apply`` is both. Each queued message is
+    an entry of ``_inflight`` in send order with the commit ts the checkpoint may move to once
+    it and everything before it are acknowledged: the transaction's on its last message, None
+    on the others (a transaction cut into several messages counts only when all are in), and
+    an entry without a message or future for a checkpoint-only marker. Messages go into record
+    batches kept open across batches (``client.OpenBatches``), handed over when full or when
+    the sink is about to wait for an ack.
+    """
 
     def __init__(self, settings: KafkaSettings, producer: AIOKafkaProducer, safe_mode: bool):
         self.settings = settings
         self._producer = producer
+        self._batches = OpenBatches(producer, settings.topic)
         self._checkpoint: int | None = None
         self._stale = True  # the checkpoint must be read from the topic before the next batch
         self._broken = False  # the producer gave up on a message: it is replaced
-        self._inflight: list[tuple[Message, asyncio.Future[object]]] = []
+        self._inflight: deque[_Entry] = deque()
+        self._queued = 0  # the commit ts of the last transaction queued whole (while in flight)
         self._lock = asyncio.Lock()
         self.safe_mode = safe_mode
 
@@ -95,18 +116,45 @@ class KafkaSink:
 
     async def apply(self, txns: Sequence[Txn]) -> None:
         async with self._lock:
-            await self._settle()  # what a failed batch left in flight, then the topic's tail
-            todo = pending(txns, self._checkpoint)
-            if not todo:
-                return
-            partitions = await self._partitions()
-            by, per = self.settings.partition_by, self.settings.message_per
-            messages = [m for t in todo for m in route(t, by, per, partitions)]
-            step = self.settings.max_messages
-            for i in range(0, len(messages), step):
-                await self._send(messages[i : i + step])
-                await self._settle()
-            self._checkpoint = todo[-1].commit_ts
+            await self._submit(txns)
+            await self._settle(0)
+
+    async def submit(self, txns: Sequence[Txn]) -> None:
+        async with self._lock:
+            await self._submit(txns)
+            await self._settle(len(self._inflight))  # what is already acked moves the checkpoint
+
+    async def flush(self) -> None:
+        async with self._lock:
+            await self._settle(0)
+
+    async def _submit(self, txns: Sequence[Txn]) -> None:
+        if self._stale:  # a batch failed: its messages settle, then the topic's tail is read
+            await self._settle(0)
+            await self._recover()
+        todo = pending(txns, self._queued if self._inflight else self._checkpoint)
+        if not todo:
+            return
+        partitions = await self._partitions()
+        by, per = self.settings.partition_by, self.settings.message_per
+        step = self.settings.max_messages
+        for n, t in enumerate(todo, 1):
+            messages = list(route(t, by, per, partitions))
+            if len(self._inflight) + len(messages) > step:  # at most kafka-max-messages in flight
+                await self._settle(max(0, step - len(messages)))
+            await self._send(messages, t.commit_ts)
+            if n % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+
+    async def _recover(self) -> None:
+        """After a failed batch, with nothing in flight: a new producer if the old one gave up on
+        a message (its idempotence sequence has a gap), then the checkpoint from the topic."""
+        if self._broken:
+            await self._stop_producer()
+            self._producer = await start_producer(self.settings)
+            self._batches = OpenBatches(self._producer, self.settings.topic)
+            self._broken = False
+        await self._refresh()
 
     async def _partitions(self) -> int:
         if self.settings.partition_by == "fixed":
@@ -118,8 +166,9 @@ class KafkaSink:
                 f"kafka sink: no metadata for topic {self.settings.topic}: {e!r}", retriable=True
             ) from e
 
-    async def _send(self, messages: list[Message]) -> None:
-        """Queue ``messages`` in order; each is in ``_inflight`` until ``_settle`` sees its ack."""
+    async def _send(self, messages: list[Message], commit_ts: int) -> None:
+        """Queue the messages of the transaction ``commit_ts`` in order (none: a marker); each is
+        in ``_inflight`` until ``_settle`` sees its ack, the last one carrying ``commit_ts``."""
         limit = self.settings.max_message_size
         for m in messages:
             if record_size(m.key, m.value) > limit:
@@ -130,62 +179,76 @@ class KafkaSink:
                     m.value,
                     MessageSizeTooLargeError("kafka-max-message-size"),
                 )
-        futures: list[asyncio.Future[object] | None] = [None] * len(messages)
-        records = [(m.partition, m.key, m.value) for m in messages]
-        try:
-            await send_batched(self._producer, self.settings.topic, records, futures)
-        except KafkaError as e:
-            m = messages[futures.index(None)]
-            raise SinkError(
-                f"kafka sink: cannot send txn {m.txn.commit_ts}: {e!r}", retriable=True
-            ) from e
-        finally:  # what was queued, up to the first message that was not
-            for m, f in zip(messages, futures, strict=True):
-                if f is None:
-                    break
-                self._inflight.append((m, f))
+        if not messages:
+            self._inflight.append((None, None, commit_ts))
+        last = len(messages) - 1
+        for i, m in enumerate(messages):
+            try:
+                f = await self._batches.add(m.partition, m.key, m.value)
+            except KafkaError as e:
+                self._stale = True
+                raise SinkError(
+                    f"kafka sink: cannot send txn {commit_ts}: {e!r}", retriable=True
+                ) from e
+            self._inflight.append((m, f, commit_ts if i == last else None))
+        self._queued = commit_ts
 
-    async def _settle(self) -> None:
-        """Wait for the acks of the messages in flight, moving the checkpoint over each.
+    async def _seal(self) -> None:
+        """Hand the open record batches over: about to wait for acks."""
+        try:
+            await self._batches.seal()
+        except KafkaError as e:
+            self._stale = True
+            raise SinkError(f"kafka sink: cannot send: {e!r}", retriable=True) from e
+
+    async def _settle(self, keep: int) -> None:
+        """Wait for acks until at most ``keep`` messages are in flight, moving the checkpoint
+        over the acknowledged ones in order.
 
         The producer keeps retrying what it could not deliver (a broker restart), so a retried
-        batch waits for those first instead of sending them twice; a message the producer gave up
-        on may or may not be in the topic, so the checkpoint is then read from the topic again.
+        batch waits for those first instead of sending them twice; a message the producer gave
+        up on may or may not be in the topic, so the checkpoint is then read from the topic again
+        before the next batch.
         """
-        if self._stale and not self._inflight:
-            if self._broken:  # its idempotence sequence has a gap: a new producer id
-                await self._stop_producer()
-                self._producer = await start_producer(self.settings)
-                self._broken = False
-            await self._refresh()
-        if not self._inflight:
-            return
         timeout = self.settings.ack_timeout
-        await asyncio.wait([f for _, f in self._inflight], timeout=timeout)
-        while self._inflight:
-            message, future = self._inflight[0]
-            txn, value = message.txn, message.value
-            if not future.done():
-                raise SinkError(
-                    f"kafka sink: no ack for txn {txn.commit_ts} within {timeout:g} s "
-                    f"(topic {self.settings.topic}); still trying",
-                    retriable=True,
-                )
-            error = future.exception()
+        inflight = self._inflight
+        while inflight:
+            message, future, ts = inflight[0]
+            if future is not None and not future.done():
+                if len(inflight) <= keep:
+                    return
+                await self._seal()
+                await asyncio.wait([future], timeout=timeout)
+                if not future.done():
+                    assert message is not None
+                    raise SinkError(
+                        f"kafka sink: no ack for txn {message.txn.commit_ts} within "
+                        f"{timeout:g} s (topic {self.settings.topic}); still trying",
+                        retriable=True,
+                    )
+            error = None if future is None else future.exception()
             if error is not None:
-                batch = [m for m, f in self._inflight if f is future]
-                self._inflight.clear()
-                self._stale = self._broken = True
-                if isinstance(error, MessageSizeTooLargeError):
-                    raise too_large(self.settings, txn, value, error, batch) from error
-                raise SinkError(
-                    f"kafka sink: txn {txn.commit_ts} not delivered: {error!r}",
-                    retriable=not isinstance(error, KafkaError) or bool(error.retriable),
-                ) from error
-            self._inflight.pop(0)
-            self._checkpoint = txn.commit_ts
+                assert message is not None
+                self._fail(message, future, error)
+            inflight.popleft()
+            if ts is not None:
+                self._checkpoint = ts
+
+    def _fail(self, message: Message, future: object, error: BaseException) -> NoReturn:
+        batch = [m for m, f, _ in self._inflight if f is future and m is not None]
+        self._inflight.clear()
+        self._batches.abandon(KafkaError("an earlier batch failed"))
+        self._stale = self._broken = True
+        txn, value = message.txn, message.value
+        if isinstance(error, MessageSizeTooLargeError):
+            raise too_large(self.settings, txn, value, error, batch) from error
+        raise SinkError(
+            f"kafka sink: txn {txn.commit_ts} not delivered: {error!r}",
+            retriable=not isinstance(error, KafkaError) or bool(error.retriable),
+        ) from error
 
     async def close(self) -> None:
+        self._batches.abandon(KafkaError("the sink closed"))  # not acknowledged: resent later
         await self._stop_producer()
 
     async def _stop_producer(self) -> None:
