@@ -7,21 +7,27 @@ What sinks apply is the change model, ``tributary.change``.
 """
 
 from tributary.sinks.port import (
+    GatesWrites,
     QueryTimer,
     Sink,
     SinkError,
     SinkOptions,
     TimesQueries,
     UnsupportedDdl,
+    WriteGate,
+    WriteRefused,
     pending,
 )
 
 __all__ = [
+    "GatesWrites",
     "QueryTimer",
     "Sink",
     "SinkError",
     "SinkOptions",
     "TimesQueries",
     "UnsupportedDdl",
+    "WriteGate",
+    "WriteRefused",
     "pending",
 ]
