@@ -8,7 +8,8 @@ lease before it. The fence falls ``margin`` seconds before that deadline; from t
 downstream write may start (``check`` raises ``WriteRefused``: the sinks ask it right before a
 transaction's statements, its COMMIT, a DDL and a checkpoint save) and the capture stops its
 processors. An answered keepalive moves the deadline (the fence rises again: the lease never
-lapsed, so nothing was moved away); ``lose`` drops it for good until the next ``grant``.
+lapsed, so nothing was moved away); ``lose`` drops it until the next ``grant`` (the capture
+sends no keepalive for a lease it gave up).
 
 Worked example (ttl 3 s, keepalive every 0.5 s, margin 1 s): a keepalive sent at 10.0 is
 answered, so the deadline is 13.0 and the fence falls at 12.0. The capture is cut from etcd at
@@ -19,7 +20,8 @@ still be running: its row locks were taken before 12.0, so the new capture's wri
 rows queue behind it (and it starts in safe mode from the span's checkpoint in etcd).
 
 Invariant: ``is_open()`` is never true at or after ``deadline - margin`` of the newest lease
-whose keepalive was answered, and never true after ``lose`` until a ``grant``.
+whose keepalive was answered, and never true after ``lose`` until a ``grant`` or an
+answered keepalive (which proves the lease lived).
 """
 
 from __future__ import annotations

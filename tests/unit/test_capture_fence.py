@@ -62,8 +62,8 @@ def test_fence_follows_the_send_time_of_answered_keepalives() -> None:
     assert fence.deadline == 104.5
     fence.lose()
     assert not fence.is_open()
-    fence.renewed(102.0)  # a late answer for the lost lease does not bring it back ...
-    assert fence.is_open()  # ... unless it says the lease lived: then nothing moved away
+    fence.renewed(102.0)  # an answered keepalive proves the lease lived: nothing moved away
+    assert fence.is_open()
     fence.lose()
     fence.grant(102.5)
     assert fence.is_open() and fence.deadline == 105.5
