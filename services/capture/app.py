@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from services.capture.capture import Capture
 from services.capture.config import CaptureConfig
 from services.capture.feeds import Feeds
+from services.capture.fence import LeaseFence
 from services.capture.http import routes
 from services.capture.metrics import CaptureMetrics
 from services.capture.processor import Processor, SinkOpener
@@ -89,6 +90,8 @@ async def serve(
             capture_id, advertise, deploy_path=os.getcwd(), start_timestamp=int(time.time())
         )
 
+        fence = LeaseFence(cfg.capture_session_ttl)  # no sink write past it (``fence``)
+
         def make(view: FeedView, spans: Mapping[str, SpanMark]) -> Processor:
             assert view.info is not None and view.status is not None
             return Processor(
@@ -101,6 +104,7 @@ async def serve(
                 sink_opener,
                 spans=spans,
                 tables=frozenset(s for s in view.assign if s not in (DDL_SPAN, WHOLE_SPAN)),
+                gate=fence.check,
             )
 
         capture = Capture(
@@ -112,6 +116,7 @@ async def serve(
             owner_interval=cfg.owner_flush_interval,
             processor_interval=cfg.processor_flush_interval,
             checkpoint_interval=cfg.checkpoint_interval,
+            fence=fence,
         )
         holder.append(capture)
         await _run(capture, stop, started, http_port)

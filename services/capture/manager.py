@@ -16,6 +16,10 @@ The move protocol (``tributary.cdc.spans``), this side:
   can follow) are the spans asked back released: their last checkpoint written with capture
   ``""``. The spans kept start again at once from the stopped processor's checkpoints.
 
+The lease fence (``fence``): while it is down (the capture's lease may expire soon, or is
+gone) nothing is claimed or started here, and ``halt`` (called the moment it falls) cancels
+every processor; the spans they held are settled as usual once they have stopped.
+
 Progress goes back through patches: each span's checkpoint and position (forward only, at
 most once per ``flush_interval``) and the processor's figures (checkpoint, resolved ts, rows,
 last synced ts) and errors (at once) into the task position; guarded by this capture's task
@@ -30,6 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from services.capture.processor import Processor
 from services.capture.spanbook import SpanMark
@@ -41,6 +46,18 @@ from tributary.cdc.spans import SpanState, TableProgress
 log = logging.getLogger(__name__)
 
 ProcessorFactory = Callable[[FeedView, Mapping[str, SpanMark]], Processor]
+
+
+class Fence(Protocol):
+    def is_open(self) -> bool: ...
+
+
+class _Open:
+    def is_open(self) -> bool:
+        return True
+
+
+ALWAYS_OPEN: Fence = _Open()  # no fence (tests of the reactor alone)
 
 
 class _Running:
@@ -65,8 +82,10 @@ class ProcessorManager:
         *,
         flush_interval: float = 1.0,
         monotonic: Callable[[], float] = time.monotonic,
+        fence: Fence = ALWAYS_OPEN,
     ) -> None:
         self._keys = keys
+        self._fence = fence
         self._capture_id = capture_id
         self._make = make
         self._tg = tg
@@ -95,8 +114,8 @@ class ProcessorManager:
         return groups
 
     def _wanted(self, state: ClusterState) -> dict[FeedId, FeedView]:
-        if self._capture_id not in state.captures:
-            return {}  # our registration is gone: we may not run anything
+        if self._capture_id not in state.captures or not self._fence.is_open():
+            return {}  # our registration is gone or may go soon: we may not run anything
         return {
             feed: view
             for feed, view in state.feeds.items()
@@ -141,7 +160,7 @@ class ProcessorManager:
             return []
         groups = self._claim(view, state)
         claimed = self._claimed(view)
-        if feed not in self.running and claimed and not self._closed:
+        if feed not in self.running and claimed and not self._closed and self._fence.is_open():
             self._start(view, claimed)
         return groups + self._report(feed, view)
 
@@ -269,6 +288,12 @@ class ProcessorManager:
         self._stopping.add(run.task)
         run.task.add_done_callback(self._stopping.discard)
         log.info("changefeed %s: processor stopped on capture %s", feed, self._capture_id)
+
+    def halt(self) -> None:
+        """The lease fence fell: cancel every processor now, without waiting for a tick (their
+        sinks refuse to start a write already; this ends the ones waiting or reading)."""
+        for feed in list(self.running):
+            self._stop(feed)
 
     async def close(self) -> None:
         """Cancel every processor and wait until they have stopped. No processor starts after

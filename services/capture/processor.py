@@ -40,6 +40,16 @@ Spread changefeeds (several processors on several captures write one downstream)
   several tables included). The cost: each DDL pauses the changefeed for a few checkpoint
   flushes.
 
+Lease fence (``fence``): ``gate`` is the capture's ``LeaseFence.check``. The sink asks it right
+before each downstream write starts (``sinks.port.GatesWrites``; the MySQL sink: statements,
+COMMIT, DDL, checkpoint save) and the processor before each batch it hands to a sink that does
+not; a refusal (``WriteRefused``) is no error of the changefeed: the processor waits and tries
+again, and the manager stops it meanwhile. The DDL holder also waits, before applying a DDL,
+until etcd has its own ``#ddl`` checkpoint at ``ts - 1``: if it is cut off right after the DDL,
+the capture taking ``#ddl`` over resumes there, with every row before the DDL applied, and
+applies the DDL again (skipped by error code) instead of replaying rows of the old schema into
+the new one.
+
 Errors: a retriable failure (sink or source) is reported in ``error`` and retried with
 exponential backoff; a non-retriable one is reported and ends the run (the owner then marks
 the changefeed failed).
@@ -66,7 +76,7 @@ from tributary.cdc.keys import FeedId
 from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, RunningError, now_text
 from tributary.cdc.spans import DDL_SPAN, WHOLE_SPAN
 from tributary.change import Txn
-from tributary.sinks import Sink, SinkError, SinkOptions
+from tributary.sinks import GatesWrites, Sink, SinkError, SinkOptions, WriteGate, WriteRefused
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +124,10 @@ class Processor:
         *,
         spans: Mapping[str, SpanMark] | None = None,
         tables: frozenset[str] = frozenset(),
+        gate: WriteGate | None = None,
     ) -> None:
         self.feed = feed
+        self._gate = gate
         self.info = info
         self._cluster = cluster
         self._address = address
@@ -157,6 +169,8 @@ class Processor:
             try:
                 await self._run_once()
                 return
+            except WriteRefused as e:  # the lease fence fell: the manager stops us
+                log.info("changefeed %s: processor fenced: %s", self.feed, e)
             except (CaptureError, SinkError) as e:
                 self._report(e, e.retriable)
                 if not e.retriable:
@@ -185,6 +199,8 @@ class Processor:
         events = EventFilter(info.config.event_filters)
         self._safe_until = await self._source.current_position() if spread else None
         async with self._open_sink(info.sink_uri, SinkOptions(key)) as sink:
+            if isinstance(sink, GatesWrites):
+                sink.write_gate = self._gate
             low = book.low()
             log.info(
                 "changefeed %s: replicating %s from %s (checkpoint %d) into the sink",
@@ -286,7 +302,10 @@ class Processor:
             log.info("changefeed %s: DDL at %d waits for every table", self.feed, ts)
             await self._wait(lambda: book.others_reached(self._observed, ts - 1))
             if book.marks[DDL_SPAN].checkpoint_ts < ts:
+                # our own hold mark in etcd first: a takeover then resumes at the DDL
+                await self._wait(lambda: self._observed.get(DDL_SPAN, 0) >= ts - 1)
                 self._use_safe_mode(sink)
+                self._allow_write(sink)
                 await sink.apply([item.txn])
                 self._applied_up_to(item.position)
                 self.last_synced_ts = ts
@@ -307,6 +326,11 @@ class Processor:
         tables before, and is replayed idempotently."""
         sink.safe_mode = self._safe_until is not None
 
+    def _allow_write(self, sink: Sink) -> None:
+        """The fence, for a sink that does not ask it itself before each write."""
+        if self._gate is not None and not isinstance(sink, GatesWrites):
+            self._gate()
+
     def _applied_up_to(self, position: str) -> None:
         """After a write: once everything up to the start's binlog end is applied, safe mode is
         off for what follows. Decided after the write, never for a batch that still holds
@@ -322,6 +346,7 @@ class Processor:
         txns = [book.keep(i.txn) for i in batch if not i.resolved]
         if txns:  # resolved markers move the checkpoint only: nothing to write downstream
             self._use_safe_mode(sink)
+            self._allow_write(sink)
             await sink.apply(txns)
             self._applied_up_to(batch[-1].position)
         book.advance(batch[-1].txn.commit_ts, batch[-1].position)

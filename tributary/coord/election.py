@@ -77,9 +77,11 @@ class Election:
         ttl: int = 10,
         *,
         monotonic: Monotonic = time.monotonic,
+        keepalive: float | None = None,
     ) -> None:
         if ttl < 1:
             raise ValueError("lease ttl must be at least 1 second")
+        self._interval = ttl / 3 if keepalive is None else keepalive  # between keepalives
         self._kv = kv
         self._prefix = prefix
         self._value = value
@@ -102,6 +104,12 @@ class Election:
     def epoch(self) -> int:
         """Create revision of our key (0 before campaigning)."""
         return self._key_rev
+
+    @property
+    def deadline(self) -> float:
+        """Local monotonic time until which the lease surely lives (send time of the last
+        answered keepalive + ttl); a caller may stop acting some margin before it."""
+        return self._deadline
 
     def is_leader(self) -> bool:
         return self._leading and not self.lost.is_set() and self._monotonic() < self._deadline
@@ -231,7 +239,8 @@ class Election:
         return self._lease.id
 
     async def _keep_alive(self) -> None:
-        """Refresh every ttl/3; on failure retry quickly until the local deadline passes."""
+        """Refresh every ``keepalive`` seconds (ttl/3 unless given), each answer awaited for
+        up to ttl/3; on failure retry quickly until the local deadline passes."""
         assert self._lease is not None
         lease = self._lease
         period = self._ttl / 3
@@ -246,7 +255,7 @@ class Election:
                         self._mark_lost("election key is gone")
                         return
                 self._deadline = sent + self._ttl
-                await asyncio.sleep(period)
+                await asyncio.sleep(self._interval)
             except (KvError, TimeoutError) as e:
                 retriable = isinstance(e, TimeoutError) or e.retriable
                 if not retriable or self._monotonic() >= self._deadline:

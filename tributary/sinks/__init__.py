@@ -7,6 +7,7 @@ What sinks apply is the change model, ``tributary.change``.
 """
 
 from tributary.sinks.port import (
+    GatesWrites,
     Pipelined,
     QueryTimer,
     Sink,
@@ -14,10 +15,13 @@ from tributary.sinks.port import (
     SinkOptions,
     TimesQueries,
     UnsupportedDdl,
+    WriteGate,
+    WriteRefused,
     pending,
 )
 
 __all__ = [
+    "GatesWrites",
     "Pipelined",
     "QueryTimer",
     "Sink",
@@ -25,5 +29,7 @@ __all__ = [
     "SinkOptions",
     "TimesQueries",
     "UnsupportedDdl",
+    "WriteGate",
+    "WriteRefused",
     "pending",
 ]

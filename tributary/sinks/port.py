@@ -25,6 +25,14 @@ class UnsupportedDdl(SinkError):
     """The sink cannot translate this DDL; the drainer stops with the query in the message."""
 
 
+class WriteRefused(TributaryError):
+    """The sink's write gate refused a downstream write (``GatesWrites``): the batch is not
+    committed, and the sink stays usable once the gate lets writes through again. Not a
+    ``SinkError``: the sink does not retry it, and it is no failure of the downstream."""
+
+    retriable = True
+
+
 def pending(txns: Sequence[Txn], checkpoint: int | None) -> list[Txn]:
     """The transactions of a batch still to apply after ``checkpoint``, checking the order.
 
@@ -92,6 +100,22 @@ class Pipelined(Protocol):
     async def submit(self, txns: Sequence[Txn]) -> None: ...
 
     async def flush(self) -> None: ...
+
+
+WriteGate = Callable[[], None]
+"""Asked right before a downstream write starts; raises ``WriteRefused`` to refuse it."""
+
+
+@runtime_checkable
+class GatesWrites(Protocol):
+    """A sink that asks a gate right before each downstream write starts (the MySQL sink:
+    before a transaction's statements, before its COMMIT, before a DDL and before a checkpoint
+    save on its own), so a write refused there never reaches the downstream. A write already
+    started when the gate closes runs to its end. None (the default) lets every write through.
+
+    The capture cluster's processors set it to their capture's lease fence."""
+
+    write_gate: WriteGate | None
 
 
 QueryTimer = Callable[[str, float], None]

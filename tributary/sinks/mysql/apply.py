@@ -104,6 +104,7 @@ async def apply_stretch(conn: Session, txns: Sequence[Txn], save: Statement, saf
 async def run_ddl(conn: Session, txn: Txn) -> None:
     """``USE db`` and the DDL, in autocommit; a DDL already applied (a replay) is skipped."""
     assert txn.ddl is not None
+    conn.allow_write()  # a DDL cannot be rolled back: it never starts past the gate
     try:
         for sql in mysql_ddl(txn.ddl):
             await conn.execute(sql)  # no parameters: the text is sent as it is
@@ -117,6 +118,7 @@ async def run_ddl(conn: Session, txn: Txn) -> None:
 
 async def save_alone(conn: Session, save: Statement) -> None:
     """The checkpoint row in a transaction of its own."""
+    conn.allow_write()
     try:
         await conn.run([save])
     except DRIVER_ERRORS as e:

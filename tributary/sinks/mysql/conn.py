@@ -30,7 +30,7 @@ from asyncmy.connection import Connection
 from asyncmy.errors import InterfaceError, MySQLError
 
 from tributary.change import SqlValue
-from tributary.sinks.port import SinkError
+from tributary.sinks.port import SinkError, WriteGate
 from tributary.sql import Statement
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,18 @@ class QueryTiming:
         self.observe: Callable[[str, float], None] | None = None
 
 
+class Gate:
+    """Where a downstream's sessions ask whether a write may start (``sinks.port.GatesWrites``):
+    ``check`` raises ``WriteRefused`` to refuse; None lets everything through."""
+
+    def __init__(self) -> None:
+        self.check: WriteGate | None = None
+
+    def allow(self) -> None:
+        if self.check is not None:
+            self.check()
+
+
 class Session:
     """One connection: statements with a reply deadline of ``read_timeout`` each.
 
@@ -122,12 +134,21 @@ class Session:
     """
 
     def __init__(
-        self, conn: Connection, read_timeout: float, timing: QueryTiming | None = None
+        self,
+        conn: Connection,
+        read_timeout: float,
+        timing: QueryTiming | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self._conn = conn
         self._timeout = read_timeout
         self._cur = conn.cursor()
         self._timing = timing or QueryTiming()
+        self._gate = gate or Gate()
+
+    def allow_write(self) -> None:
+        """Raise ``WriteRefused`` unless the gate lets a downstream write start now."""
+        self._gate.allow()
 
     async def execute(self, sql: str, args: Sequence[SqlValue] | None = None) -> None:
         """One statement; without ``args`` the text is sent as it is (no ``%`` formatting)."""
@@ -150,9 +171,12 @@ class Session:
         then COMMIT: two round trips for a usual batch, whatever its number of statements.
         COMMIT goes only once every statement succeeded, so a connection lost or dropped
         before it leaves nothing committed. The server stops at a failing statement with the
-        transaction still open (the caller rolls it back)."""
+        transaction still open (the caller rolls it back). The gate is asked before BEGIN and
+        again right before COMMIT: refused there, the transaction is left open and the caller
+        drops the connection (the server rolls it back)."""
         cur = self._cur
         observe = self._timing.observe
+        self._gate.allow()
         start = time.perf_counter()
         for text in queries(["BEGIN", *[cur.mogrify(s.sql, s.args) for s in stmts]]):
             async with asyncio.timeout(self._timeout):
@@ -163,6 +187,7 @@ class Session:
             now = time.perf_counter()
             observe("exec", now - start)
             start = now
+        self._gate.allow()  # nothing awaited between this and sending COMMIT
         async with asyncio.timeout(self._timeout):
             await self._conn.commit()
         if observe is not None:
@@ -210,7 +235,9 @@ def queries(texts: Sequence[str], limit: int = MAX_QUERY) -> Iterator[str]:
         yield ";\n".join(texts[start:])
 
 
-async def connect(p: ConnectParams, timing: QueryTiming | None = None) -> Session:
+async def connect(
+    p: ConnectParams, timing: QueryTiming | None = None, gate: Gate | None = None
+) -> Session:
     conn = await asyncmy.connect(
         host=p.host,
         port=p.port,
@@ -221,7 +248,7 @@ async def connect(p: ConnectParams, timing: QueryTiming | None = None) -> Sessio
         binary_prefix=True,
         connect_timeout=max(1, round(p.connect_timeout)),
     )
-    session = Session(conn, p.read_timeout, timing)
+    session = Session(conn, p.read_timeout, timing, gate)
     try:
         await session.execute("SET SESSION time_zone = %s, foreign_key_checks = 0", (p.time_zone,))
         [(sql_mode,)] = await session.query("SELECT @@SESSION.sql_mode")
@@ -241,12 +268,13 @@ class Downstream:
     def __init__(self, params: ConnectParams, count: int = 1) -> None:
         self.params = params
         self.timing = QueryTiming()
+        self.gate = Gate()
         self._sessions: list[Session | None] = [None] * count
 
     async def get(self, i: int = 0) -> Session:
         session = self._sessions[i]
         if session is None:
-            session = self._sessions[i] = await connect(self.params, self.timing)
+            session = self._sessions[i] = await connect(self.params, self.timing, self.gate)
         return session
 
     def current(self, i: int = 0) -> Session | None:

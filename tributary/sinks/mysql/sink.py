@@ -26,6 +26,11 @@ between is skipped by error code, ``sinks.mysql.conn``).
   never passes an unapplied change; after a crash the downstream may hold part of the batch
   after it, which a replay in safe mode overwrites.
 
+Write gate (``sinks.port.GatesWrites``): ``write_gate`` is asked right before each
+downstream transaction's statements, its COMMIT, a DDL and a checkpoint save; a refusal
+(``WriteRefused``) drops the connections (the server rolls back what is open) and reaches the
+caller unretried, the checkpoint where the last committed stretch left it.
+
 Retriable errors (by code: lost connection, deadlock, shutdown, ...) reconnect, re-read the
 checkpoint (so a COMMIT whose reply was lost is not applied twice) and retry the batch from it
 with a doubling backoff, ``retries`` times, then raise a retriable SinkError. Other errors are
@@ -51,7 +56,14 @@ from tributary.sinks.mysql.apply import apply_stretch, run_ddl, save_alone
 from tributary.sinks.mysql.config import MysqlConfig, parse_url
 from tributary.sinks.mysql.conn import DRIVER_ERRORS, Downstream, Session, sink_error
 from tributary.sinks.mysql.parallel import ParallelApplier
-from tributary.sinks.port import QueryTimer, SinkError, SinkOptions, pending
+from tributary.sinks.port import (
+    QueryTimer,
+    SinkError,
+    SinkOptions,
+    WriteGate,
+    WriteRefused,
+    pending,
+)
 from tributary.sql import MYSQL, Statement
 
 log = logging.getLogger(__name__)
@@ -126,6 +138,15 @@ class MysqlSink:
     def query_timer(self, timer: QueryTimer | None) -> None:
         self._down.timing.observe = timer
 
+    @property
+    def write_gate(self) -> WriteGate | None:
+        """Asked right before each downstream write starts; None lets every write through."""
+        return self._down.gate.check
+
+    @write_gate.setter
+    def write_gate(self, gate: WriteGate | None) -> None:
+        self._down.gate.check = gate
+
     async def __aenter__(self) -> MysqlSink:
         return self
 
@@ -180,7 +201,7 @@ class MysqlSink:
 
             try:
                 await self._retrying("applying a batch", attempt)
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, WriteRefused):
                 self._drop()  # mid-statement: the server rolls back what is open
                 raise
 
