@@ -119,7 +119,7 @@ class Fronts:
                     w.cancel()
             for w in done:
                 pid = waits[w]
-                self._procs.pop(pid)
+                self._procs.pop(pid, None)
                 self._ready.pop(pid, None)
                 if not self._stopping:
                     log.error("front process %d exited (%s)", pid, describe(w.result()))
