@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from services.demo.errors import DemoError
+from tributary.servicekit.spawn import exited, reader, start
 
 CTL_TIMEOUT = 60.0  # seconds one binlogctl run may take
 
@@ -46,22 +48,31 @@ def shown(argv: Sequence[str]) -> str:
 
 
 async def run_binlogctl(*args: str) -> tuple[list[str], int, str]:
-    """Run binlogctl with ``args``: the argv, its exit code and its output (stdout + stderr)."""
+    """Run binlogctl with ``args``: the argv, its exit code and its output (stdout + stderr).
+
+    Started with ``Popen``, not ``create_subprocess_exec``: the demo runs grpcio's threads (its
+    etcd client), see ``tributary.servicekit.spawn``."""
     argv = [*ctl_argv(), *args]
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    proc = start(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), CTL_TIMEOUT)
+        stream, transport = await reader(proc.stdout)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        raise
+    try:
+        async with asyncio.timeout(CTL_TIMEOUT):
+            out = await stream.read()
+            code = await exited(proc)
     except BaseException as e:  # timeout or cancellation: never leave it running
-        if proc.returncode is None:
+        if proc.poll() is None:
             proc.kill()
-        await proc.wait()
+        await exited(proc)
         if isinstance(e, TimeoutError):
             raise DemoError(f"`{shown(argv)}` did not finish within {CTL_TIMEOUT:.0f} s") from e
         raise
-    assert proc.returncode is not None
-    return argv, proc.returncode, out.decode(errors="replace")
+    finally:
+        transport.close()
+    return argv, code, out.decode(errors="replace")

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tributary.config.drainer import CatchUpConfig, KubernetesCatchUpConfig
+from tributary.servicekit.spawn import exited, reader, start
 
 log = logging.getLogger(__name__)
 
@@ -172,12 +174,11 @@ async def run_job(
 ) -> int:
     """Run the job to its end; its exit status (negative: killed by that signal)."""
     err = await asyncio.to_thread(open, spec.log_path, "ab")
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *spec.argv(),
-            *extra_argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
+    try:  # not create_subprocess_exec: see tributary.servicekit.spawn
+        proc = start(
+            [*spec.argv(), *extra_argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=err,
             env=spec.env(os.environ),
             start_new_session=True,  # its own process group: the JVM goes with it
@@ -188,25 +189,29 @@ async def run_job(
     on_start(proc.pid)
     try:
         assert proc.stdout is not None
-        async for raw in proc.stdout:
-            if raw.strip():
-                on_line(parse_line(raw))
-        return await proc.wait()
+        stdout, transport = await reader(proc.stdout)
+        try:
+            async for raw in stdout:
+                if raw.strip():
+                    on_line(parse_line(raw))
+        finally:
+            transport.close()
+        return await exited(proc)
     finally:
         await _stop(proc, spec.stop_grace)
 
 
-async def _stop(proc: asyncio.subprocess.Process, grace: float) -> None:
+async def _stop(proc: subprocess.Popen[bytes], grace: float) -> None:
     """End the job's process group (the job and its JVM): SIGTERM and up to ``grace`` seconds
     for the job to stop its session, then SIGKILL to whatever is left."""
-    if proc.returncode is not None:
+    if proc.poll() is not None:
         return  # it ended by itself
     if grace > 0:
         proc.terminate()
         log.warning("catch-up job %d stopping: the drainer is stopping", proc.pid)
         try:
             async with asyncio.timeout(grace):
-                await asyncio.shield(proc.wait())
+                await exited(proc)
         except TimeoutError:
             log.warning("catch-up job %d did not stop within %.0f s", proc.pid, grace)
         except asyncio.CancelledError:  # cancelled again: no more waiting
@@ -215,5 +220,5 @@ async def _stop(proc: asyncio.subprocess.Process, grace: float) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # the group may outlive its leader (the JVM)
     except ProcessLookupError:
         pass
-    await proc.wait()
+    await exited(proc)
     log.warning("catch-up job %d ended (%s): the drainer is stopping", proc.pid, proc.returncode)

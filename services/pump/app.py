@@ -131,6 +131,11 @@ class Pump:
             tuple(self.storage.stats.stuck_prewrites),
         )
 
+    def ready(self) -> bool:
+        """``/ready``: online and registered (a pump cut from etcd is not ready), whichever
+        process answers it (the single process, or the writer for its fronts)."""
+        return self.state.state is NodeState.ONLINE and self.registration.current()
+
     async def record(self, state: NodeState | None = None) -> None:
         await self.registry.update(NodeKind.PUMP, self.status(state))
         self.registration.renewed()
@@ -298,7 +303,7 @@ async def serve(
                 *status_addr(cfg.listen.addr, cfg.status_addr),
                 routes=ops_routes,
                 registry=metrics.registry,
-                ready_fn=lambda: state.state is NodeState.ONLINE and registration.current(),
+                ready_fn=pump.ready,
                 ssl_context=server_context(cfg.security, alpn=ALPN_HTTP),
                 allowed_cns=cfg.security.cert_allowed_cn,
             )

@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from services.demo import ctl
 from services.demo.cli import parse
 from services.demo.drainer_watch import DrainerWatch
 from services.demo.endpoints import UsageError, endpoints_from
@@ -370,3 +371,18 @@ async def test_a_failing_writer_stops_the_other_workload_too(tmp_path: Path) -> 
             result = await load.run(4, 600, asyncio.Event())
     assert "every pump is gone" in result.error
     assert set(binlogs.prewrites) == set(binlogs.ends)  # the other writers ended cleanly
+
+
+# -- binlogctl as a child process ------------------------------------------------------------
+
+
+async def test_binlogctl_runs_as_a_child_with_its_output_and_exit_code() -> None:
+    argv, code, out = await ctl.run_binlogctl("--cmd", "pumps", "--pd-urls", "http://127.0.0.1:1")
+    assert argv[-4:] == ["--cmd", "pumps", "--pd-urls", "http://127.0.0.1:1"]
+    assert code == 1 and "cannot reach etcd" in out  # stderr is in the output
+
+
+async def test_binlogctl_past_its_time_is_killed_and_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ctl, "CTL_TIMEOUT", 0.001)
+    with pytest.raises(DemoError, match="did not finish"):
+        await ctl.run_binlogctl("--help")

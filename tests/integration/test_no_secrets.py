@@ -64,10 +64,13 @@ def key_bodies(pki: Pki) -> list[str]:
 
 
 def security_flags(pki: Pki) -> list[str]:
-    s = pki.server_security(allowed_cn=("ops",))
+    """The operator's CN, and the one the processes present to each other (the pump's
+    Notify to the drainer, the drainer's pulls): every one of them uses the "pump" leaf."""
+    s = pki.server_security(allowed_cn=("ops", pki.server.cn))
     return [
         *("--security-ssl-ca", s.ssl_ca, "--security-ssl-cert", s.ssl_cert),
-        *("--security-ssl-key", s.ssl_key, "--security-cert-allowed-cn", "ops"),
+        *("--security-ssl-key", s.ssl_key),
+        *("--security-cert-allowed-cn", ",".join(s.cert_allowed_cn)),
     ]
 
 
@@ -267,6 +270,8 @@ async def test_no_secret_in_logs_apis_metrics_or_etcd(
         outputs.append((f"etcd {key} (but sink-uri)", json.dumps(info)))
     outputs += [(f"etcd {key}", value) for key, value in records.items()]
     outputs += [(f"{name} log", log.read_text()) for name, log in logs.items()]
+    refused = [what for what, text in outputs if "CN not allowed" in text]
+    assert not refused, f"the processes' own calls were refused: {refused}"
     outputs += client.seen
     assert any("changefeed" in what for what, _ in outputs)
     found = {what: leaks(text, secrets) for what, text in outputs if leaks(text, secrets)}

@@ -207,14 +207,15 @@ def _binlog(payload: bytes) -> Binlog:
 
 async def test_pumps_with_mutual_tls_share_the_tso(tmp_path: Path, etcd: EtcdProcess) -> None:
     """Two pumps with mutual TLS: each takes timestamps for its fake binlogs from the
-    TSO leader (one of them) over TLS, and a drainer-like client pulls over TLS."""
-    from grpclib.client import Channel
+    TSO leader (one of them) over TLS, and a drainer-like client pulls over TLS (relayed by a
+    front to the storage writer when fronts serve the port); a CN outside cert-allowed-cn is
+    refused."""
 
     from tests.support.certs import make_pki
     from tributary.telemetry.tls import client_context
-    from tributary.wire.binlog import PullBinlogReq, PumpStub
+    from tributary.wire.binlog import PumpStub
 
-    pki = make_pki(tmp_path / "pki", clients=("drainer",))
+    pki = make_pki(tmp_path / "pki", clients=("drainer", "intruder"))
     security = pki.server_security(allowed_cn=("pump", "drainer"))
     cfgs = [
         pump_config(tmp_path / f"p{i}", etcd.endpoint, security=security, gen_binlog_interval=0.2)
@@ -232,3 +233,13 @@ async def test_pumps_with_mutual_tls_share_the_tso(tmp_path: Path, etcd: EtcdPro
                     break
             finally:
                 channel.close()
+        intruder = client_context(pki.client_security("intruder"), check_hostname=False)
+        channel = Channel("127.0.0.1", first.started.grpc_port, ssl=intruder)
+        try:
+            req = PullBinlogReq(cluster_id=first.started.cluster_id)
+            with pytest.raises(GRPCError) as refused:
+                async for _ in PumpStub(channel).pull_binlogs(req, timeout=30):
+                    pass
+            assert refused.value.status is Status.UNAUTHENTICATED
+        finally:
+            channel.close()

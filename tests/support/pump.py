@@ -23,7 +23,12 @@ from tributary.settings import ListenSettings
 
 
 def pump_config(data_dir: Path, etcd_endpoint: str, **overrides: Any) -> PumpConfig:
-    """A pump config for loopback tests: ephemeral ports, small disk threshold."""
+    """A pump config for loopback tests: ephemeral ports, small disk threshold; its
+    ``front-processes`` is ``PUMP_FRONT_PROCESSES`` when set (as for a pump process), else the
+    default."""
+    fronts = os.environ.get("PUMP_FRONT_PROCESSES")
+    if fronts is not None:
+        overrides.setdefault("front_processes", int(fronts))
     storage = overrides.pop("storage", StorageConfig(stop_write_at_available_space=1 << 20))
     return dataclasses.replace(
         PumpConfig(),

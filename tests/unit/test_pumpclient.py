@@ -141,8 +141,11 @@ async def test_write_fails_when_every_pump_fails() -> None:
         await register(kv, a, b)
         fast = {**FAST, "write_timeout": 0.05}
         async with PumpsClient(kv, 7, **fast) as client:
-            with pytest.raises(PumpClientError, match="write binlog failed, the last error"):
+            with pytest.raises(
+                PumpClientError, match="write binlog failed, the last error"
+            ) as raised:
                 await client.prewrite(1, b"v")
+            assert not raised.value.maybe_stored  # every pump refused it
             assert client.stats.prewrites_failed == 1
         # every attempt (the loop, then one last pass over all pumps) reached a pump
         assert a.batch_calls + b.batch_calls == client.stats.retries + 1 + 2
@@ -242,6 +245,58 @@ async def test_timed_out_prewrite_pump_also_gets_the_commit() -> None:
             await client.commit(5, 6)
         assert seen(b) == [(P, 5, 0), (C, 5, 6)]
         assert seen(a) == [(C, 5, 6)]  # best-effort copy, so a's sorter is not held
+
+
+async def test_commit_reaches_a_prewrite_pump_that_was_down_once_it_is_back() -> None:
+    # a stored the prewrite and died before answering: it recovers the prewrite at restart,
+    # and its max commit ts waits for the commit, which must not be given up while a is down
+    async with running_pumps(ScriptedPump("a"), ScriptedPump("b")) as (a, b):
+        a.silent = True
+        kv = MemoryKv()
+        await register(kv, a, b)
+        fast = {**FAST, "write_timeout": 0.2}
+        async with PumpsClient(kv, 7, batch=False, **fast) as client:
+            await client.prewrite(5, b"v")  # a: deadline (may have stored it); b: stored
+            a.silent, a.status = False, Status.UNAVAILABLE  # down
+            client.pumps.pumps["a"].err_num = 11  # other writes found it down too
+            client.pumps.check_usable()
+            await client.commit(5, 6)  # returns with b's copy; a's is left to retry
+            assert (client.stats.commits_ok, client.stats.commits_deferred) == (1, 1)
+            a.status = None  # back
+            await eventually(lambda: client.stats.commits_late == 1)
+        assert seen(b) == [(P, 5, 0), (C, 5, 6)]
+        assert seen(a) == [(C, 5, 6)]
+
+
+async def test_a_failed_prewrite_that_may_be_stored_says_so_and_its_rollback_follows() -> None:
+    async with running_pumps(ScriptedPump("a")) as (a,):
+        a.silent = True
+        kv = MemoryKv()
+        await register(kv, a)
+        fast = {**FAST, "write_timeout": 0.2}
+        async with PumpsClient(kv, 7, batch=False, **fast) as client:
+            with pytest.raises(PumpClientError) as failed:
+                await client.prewrite(5, b"v")  # deadlines only: a may hold it
+            assert failed.value.maybe_stored
+            a.silent = False
+            await client.rollback(5)
+            assert client.stats.commits_unmatched == 0
+        assert seen(a) == [(R, 5, 0)]
+
+
+async def test_closing_client_drops_a_pending_late_commit() -> None:
+    async with running_pumps(ScriptedPump("a"), ScriptedPump("b")) as (a, b):
+        a.silent = True
+        kv = MemoryKv()
+        await register(kv, a, b)
+        fast = {**FAST, "write_timeout": 0.2}
+        async with PumpsClient(kv, 7, batch=False, **fast) as client:
+            await client.prewrite(5, b"v")
+            a.silent, a.status = False, Status.UNAVAILABLE  # down
+            await client.commit(5, 6)
+            assert client.stats.commits_deferred == 1
+        assert client.stats.commits_late == 0
+        assert seen(a) == []
 
 
 async def test_write_binlog_accepts_message_and_bytes() -> None:

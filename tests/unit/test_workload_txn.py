@@ -199,6 +199,14 @@ async def test_a_refused_prewrite_rolls_back_upstream_and_writes_no_c_binlog(h: 
     assert await h.rows() == [(1, 10), (2, 20)]
 
 
+async def test_a_prewrite_that_may_be_stored_somewhere_is_rolled_back(h: Harness) -> None:
+    h.writer.prewrite_error = PumpClientError("lost answers", retriable=False, maybe_stored=True)
+    with pytest.raises(WorkloadError, match="prewrite"):
+        await h.env.txns.run([h.table.id], add_to_first(h, 5))
+    assert [e[0] for e in h.events] == ["ts", "ROLLBACK", "rollback"]
+    assert await h.rows() == [(1, 10), (2, 20)]
+
+
 async def test_a_conflict_before_the_prewrite_is_retried_without_binlogs(h: Harness) -> None:
     attempts = 0
 

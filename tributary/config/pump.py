@@ -140,9 +140,9 @@ class PumpConfig:
         "marker; without it such a pump refuses to start)",
     )
     front_processes: int = setting(
-        1,
+        0,
         "processes serving the port (SO_REUSEPORT) and handing batches to the one storage"
-        " writer process; 1 (the default): a single process serves and stores, 0: one per CPU",
+        " writer process; 0: one per CPU, 1: a single process serves and stores",
     )
     log: LogSettings = group(LogSettings, "logging", inline=True)
     storage: StorageConfig = group(StorageConfig, "value log and index")

@@ -8,8 +8,11 @@ Invariants:
   P-binlog, and is retried there until ``commit_timeout``; it never raises
   (TiDB never fails a transaction for its C-binlog), failures are logged and
   counted;
-- every background task (watch, probe, one batch sender per pump) is owned by
-  the client's TaskGroup and ends with the client; a pump's channel is closed
+- a C-binlog's copy for a pump that may hold its P-binlog unacknowledged is
+  retried in the background until that pump takes it (``pumpclient.writes``);
+- every background task (watch, probe, one batch sender per pump, those late
+  C-binlog deliveries) is owned by the client's TaskGroup and ends with the
+  client (a late delivery still pending then is logged as not delivered); a pump's channel is closed
   only after its batch sender has ended (on close or when the pump is
   removed), and callers of a batch aborted that way get an error.
 
@@ -26,8 +29,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from collections.abc import Coroutine
 from types import TracebackType
-from typing import Self, cast
+from typing import Any, Self, cast
 
 from tributary.coord.kv import Kv
 from tributary.pumpclient.batcher import DEFAULT_IN_FLIGHT, DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
@@ -113,9 +117,11 @@ class PumpsClient:
             write_timeout=write_timeout,
             commit_timeout=commit_timeout,
             retry_interval=retry_interval,
+            spawn=self._spawn,
         )
         self._tg: asyncio.TaskGroup | None = None
         self._background: list[asyncio.Task[None]] = []
+        self._late: set[asyncio.Task[None]] = set()
         self._batch_tasks: dict[Pump, asyncio.Task[None]] = {}
 
     # -- lifecycle -----------------------------------------------------------
@@ -163,6 +169,9 @@ class PumpsClient:
             return
         for task in self._background:
             task.cancel()
+        for task in self._late:
+            log.warning("closing: %s not delivered", task.get_name())
+            task.cancel()
         # Stops every batch sender; each channel closes once its sender ended.
         self.pumps.close()
         try:
@@ -174,6 +183,15 @@ class PumpsClient:
                 await tg.__aexit__(None, None, None)
         finally:
             self.pumps.close()  # a pump the watch added while it was stopping
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        if self._tg is None:
+            coro.close()
+            log.warning("closing: %s not delivered", name)
+            return
+        task = self._tg.create_task(coro, name=name)
+        self._late.add(task)
+        task.add_done_callback(self._late.discard)
 
     def _make_pump(self, status: NodeStatus) -> Pump:
         transport = PumpTransport(

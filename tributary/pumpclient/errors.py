@@ -12,9 +12,20 @@ from tributary.errors import TributaryError
 
 
 class PumpClientError(TributaryError):
-    """Writing a binlog (or starting the client) failed."""
+    """Writing a binlog (or starting the client) failed.
+
+    ``maybe_stored``: a P-binlog that failed may still be held by a pump whose
+    answer was lost (a broken call, a deadline); its writer must then follow it
+    with a rollback binlog, which the client sends to those pumps.
+    """
 
     retriable = True
+
+    def __init__(
+        self, *args: object, retriable: bool | None = None, maybe_stored: bool = False
+    ) -> None:
+        super().__init__(*args, retriable=retriable)
+        self.maybe_stored = maybe_stored
 
 
 class RpcFailure(TributaryError):

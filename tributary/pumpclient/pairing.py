@@ -12,8 +12,9 @@ where an attempt ended without a verdict (deadline, lost connection): they
 may hold the prewrite too. Worked example: the prewrite of txn 42 times out
 on pump a (which stored it after all) and succeeds on b. The entry is
 {confirmed: b, uncertain: {a}}; the commit goes to b (retried until it
-succeeds) and, best effort, to a, so a's sorter is not held for ten minutes.
-The drainer drops the second copy (equal commit_ts).
+succeeds) and to a (retried in the background while a is down, until a takes
+it), so a's sorter is not held for max-txn-timeout. The drainer drops the
+second copy (equal commit_ts).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ class ClientStats:
     commits_ok: int = 0  # C-binlogs (commit/rollback) acknowledged
     commits_failed: int = 0  # C-binlogs given up on (logged, not raised)
     commits_unmatched: int = 0  # C-binlogs whose P-binlog pump was unknown
+    commits_deferred: int = 0  # copies for a pump that may hold the P-binlog, left to retry
+    commits_late: int = 0  # such copies the background retry delivered
     rpc_errors: int = 0  # failed RPCs of any kind
     retries: int = 0  # extra attempts after a failed one
     backoff_writes: int = 0  # P-binlogs saved by the last-resort pass

@@ -10,6 +10,14 @@ Invariants:
   malformed (INVALID_ARGUMENT) is final: raised at once, no other pump tried;
 - a C-binlog stays with the pump of its P-binlog, retried every
   ``10 * retry_interval`` until ``commit_timeout``; it never raises;
+- a copy of a C-binlog for a pump that may hold the P-binlog without having
+  acknowledged it (``uncertain``: the call broke or timed out) is tried once
+  in the caller's call; if that fails it is handed to a background delivery
+  that retries it on that pump, whatever its error count or state, until it is
+  stored, the pump's record is removed or ``commit_timeout`` passes. A pump
+  killed after storing a prewrite and before answering recovers it at restart
+  and holds its max commit ts until a C-binlog comes: giving the copy up while
+  the pump is merely down would hold it for ``max-txn-timeout`` (or for good);
 - after a failed attempt, once the write is decided, pumps past the error
   limit leave the available set (so a pump that is down only briefly is not
   dropped in the middle of one write's retries).
@@ -24,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from tributary.pumpclient.clock import Clock
 from tributary.pumpclient.errors import PumpClientError, RpcFailure
@@ -33,6 +43,9 @@ from tributary.pumpclient.pump import Pump
 from tributary.pumpclient.stats import ClientStats
 
 log = logging.getLogger(__name__)
+
+# Runs a coroutine as a background task owned by the client (a name for the task).
+Spawn = Callable[[Coroutine[Any, Any, None], str], None]
 
 
 class Writes:
@@ -46,6 +59,7 @@ class Writes:
         write_timeout: float,
         commit_timeout: float,
         retry_interval: float,
+        spawn: Spawn,
     ) -> None:
         self._pumps = pumps
         self._pairing = pairing
@@ -54,6 +68,7 @@ class Writes:
         self._write_timeout = write_timeout
         self._commit_timeout = commit_timeout
         self._retry_interval = retry_interval
+        self._spawn = spawn
 
     @property
     def pending_pairs(self) -> int:
@@ -76,7 +91,9 @@ class Writes:
                 if not e.retriable:
                     self._give_up(start_ts, uncertain)
                     raise PumpClientError(
-                        f"write binlog failed, the last error {e}", retriable=False
+                        f"write binlog failed, the last error {e}",
+                        retriable=False,
+                        maybe_stored=bool(uncertain),
                     ) from e
             else:
                 if last is not None:
@@ -95,7 +112,9 @@ class Writes:
             return
         last = last or resort
         self._give_up(start_ts, uncertain)
-        raise PumpClientError(f"write binlog failed, the last error {last}") from last
+        raise PumpClientError(
+            f"write binlog failed, the last error {last}", maybe_stored=bool(uncertain)
+        ) from last
 
     async def _last_resort(
         self, payload: bytes, start_ts: int, uncertain: set[str]
@@ -147,7 +166,7 @@ class Writes:
             if n in self._pumps.pumps and self._pumps.pumps[n] not in primary
         ]
         attempts = [self._commit_to(p, payload, start_ts, persistent) for p in primary]
-        attempts += [self._commit_to(p, payload, start_ts, False) for p in extras]
+        attempts += [self._commit_copy(p, payload, start_ts) for p in extras]
         if len(attempts) == 1:  # the common case: no task needed
             results = [await attempts[0]]
         else:
@@ -157,6 +176,44 @@ class Writes:
         else:
             self._stats.commits_failed += 1
             log.error("commit binlog of txn %d was not written; see the errors above", start_ts)
+
+    async def _commit_copy(self, pump: Pump, payload: bytes, start_ts: int) -> bool:
+        """The C-binlog for a pump that may hold the P-binlog: one try now; on a
+        retriable failure a background delivery keeps at it (module docstring).
+        True: the caller need not wait any longer (stored, or handed over)."""
+        try:
+            await pump.write(payload)
+            return True
+        except RpcFailure as e:
+            failure = e
+        self._pumps.check_usable()
+        if not failure.retriable or not self._pumps.is_current(pump):
+            log.error(
+                "write commit binlog of txn %d to pump %s (which may hold its prewrite) failed: %s",
+                start_ts,
+                pump.node_id,
+                failure,
+            )
+            return True  # the pump is gone or refuses it for good: nothing to wait for
+        log.warning(
+            "commit binlog of txn %d to pump %s (which may hold its prewrite) failed: %s; "
+            "retrying it in the background",
+            start_ts,
+            pump.node_id,
+            failure,
+        )
+        self._stats.commits_deferred += 1
+        self._spawn(
+            self._deliver_late(pump, payload, start_ts),
+            f"pumpclient-commit-{start_ts}-{pump.node_id}",
+        )
+        return True
+
+    async def _deliver_late(self, pump: Pump, payload: bytes, start_ts: int) -> None:
+        await self._clock.sleep(self._retry_interval * 10)
+        if await self._commit_to(pump, payload, start_ts, True):
+            self._stats.commits_late += 1
+            log.info("commit binlog of txn %d reached pump %s late", start_ts, pump.node_id)
 
     async def _commit_to(self, pump: Pump, payload: bytes, start_ts: int, persistent: bool) -> bool:
         """Write to ``pump`` until it works; a non-persistent target is given up

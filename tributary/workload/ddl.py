@@ -196,8 +196,13 @@ class DdlRunner:
         try:
             job = await self._history.append_job(lambda v: make(job_id, v))
             start_ts = await self._tso.get_ts()
+        except (DdlHistoryError, TsoError) as e:
+            raise HistoryDiverged(f"DDL {query!r} ran upstream but was not recorded: {e}") from e
+        try:
             await self._binlogs.prewrite(start_ts, b"", ddl_query=query.encode(), ddl_job_id=job.id)
-        except (DdlHistoryError, TsoError, PumpClientError) as e:
+        except PumpClientError as e:
+            if e.maybe_stored:  # a pump whose answer was lost may hold it: roll it back there
+                await self._binlogs.rollback(start_ts)
             raise HistoryDiverged(f"DDL {query!r} ran upstream but was not recorded: {e}") from e
         try:
             commit_ts = await self._tso.get_ts()

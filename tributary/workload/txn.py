@@ -16,10 +16,11 @@ correctly: a transaction waiting for our row locks gets its commit ts after ours
 commit ts only after the prewrite was stored means no pump can have emitted a fake binlog
 above it before the prewrite arrived.
 
-Invariants: a prewrite that was stored is always followed by a commit or a rollback binlog
-(also on a TSO failure or a cancellation); a commit binlog is written only after the upstream
-COMMIT succeeded. A conflict (deadlock, lock wait timeout, duplicate key) or a lost connection
-runs the body again as a new transaction (new start ts, fresh reads).
+Invariants: a prewrite that was (or may have been) stored is always followed by a commit or a
+rollback binlog (also on a failed prewrite, a TSO failure or a cancellation); a commit binlog is
+written only after the upstream COMMIT succeeded. A conflict (deadlock, lock wait timeout,
+duplicate key) or a lost connection runs the body again as a new transaction (new start ts,
+fresh reads).
 Not covered: a COMMIT whose reply is lost may have committed upstream; it is counted as rolled
 back (TiDB resolves that case by asking TiKV for the transaction's status).
 """
@@ -178,6 +179,8 @@ class Executor:
             await self._binlogs.prewrite(start_ts, builder.encode(version), builder.first_key)
         except PumpClientError as e:
             await _quiet_rollback(session)
+            if e.maybe_stored:  # a pump whose answer was lost may hold it: roll it back there
+                await self._binlogs.rollback(start_ts)
             raise WorkloadError(f"prewrite of {start_ts} failed: {e}", retriable=e.retriable) from e
         committed = False
         try:

@@ -115,8 +115,8 @@ def _die_with_parent(parent: int) -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass  # not Linux: the broken link still ends the front
-    if os.getppid() != parent:
-        sys.exit(1)  # the parent died before we could ask
+    if os.getppid() != parent:  # the parent died before we could ask
+        sys.exit(f"pump front {os.getpid()}: its writer process {parent} is gone; exiting")
 
 
 async def run_front(spec: FrontSpec) -> int:

@@ -22,7 +22,6 @@ from services.pump.split.fronts import Fronts
 from services.pump.split.local import listen_local, local_names
 from services.pump.split.writer import WriterEnd
 from tributary.config.pump import PumpConfig
-from tributary.registry.status import NodeState
 from tributary.telemetry.http import OpsServer, Routes
 
 if TYPE_CHECKING:
@@ -56,7 +55,7 @@ async def serve_through_fronts(
         0,
         routes=ops_routes,
         registry=pump.metrics.registry,
-        ready_fn=lambda: pump.state.state is NodeState.ONLINE,
+        ready_fn=pump.ready,
     )
     stack.push_async_callback(internal.close)
     http = await asyncio.get_running_loop().create_unix_server(
