@@ -5,7 +5,11 @@ Converts messages and maps errors; the logic lives in ``intake`` and storage.
 Every RPC checks the cluster ID first, so a writer of another deployment
 changes nothing. Refusals are raised as gRPC errors (a Go client looks at the
 error before ``errmsg``) with the message also in ``errmsg`` where the reply
-has one.
+has one, and with the refusal's reason (``intake.Reason``'s value) as structured
+detail: the trailing metadata key ``tributary-refusal`` of a unary refusal, the
+``reasons`` field of a batch reply. Several reasons share UNAVAILABLE, and a
+client tells "this pump cannot take prewrites now" from a transient failure by
+that detail, never by message text.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from tributary.wire.binlogext import (
     WriteBinlogsReq,
     WriteBinlogsResp,
 )
+from tributary.wire.refusal import REFUSAL_KEY
 from tributary.wire.views import WriteBinlogReqView
 
 log = logging.getLogger(__name__)
@@ -54,6 +59,14 @@ _STATUS = {
     Reason.DISK_FULL: Status.UNAVAILABLE,
     Reason.STORAGE: Status.UNAVAILABLE,
 }
+
+
+class Refusal(GRPCError):
+    """A refused write as a gRPC error; ``reason`` goes to the client as structured detail."""
+
+    def __init__(self, status: Status, message: str, reason: Reason) -> None:
+        super().__init__(status, message)
+        self.reason = reason
 
 
 class BinlogWrites(Protocol):
@@ -80,11 +93,11 @@ def check_cluster(expected: int, got: int) -> None:
         )
 
 
-def _refusal(e: WriteRefused) -> GRPCError:
+def _refusal(e: WriteRefused) -> Refusal:
     status = _STATUS[e.reason]
     if e.reason is Reason.STORAGE and not e.retriable:
         status = Status.INTERNAL
-    return GRPCError(status, str(e))
+    return Refusal(status, str(e), e.reason)
 
 
 class PumpApi(PumpBase):
@@ -134,7 +147,13 @@ class PumpApi(PumpBase):
     async def _write_stream(self, stream: Stream[WriteBinlogReqView, EncodedReply]) -> None:
         request = await stream.recv_message()
         assert request is not None  # grpclib: a unary request always has its message
-        await self._write(request.cluster_id, request.payload)
+        try:
+            await self._write(request.cluster_id, request.payload)
+        except Refusal as e:
+            await stream.send_trailing_metadata(
+                status=e.status, status_message=e.message, metadata={REFUSAL_KEY: e.reason.value}
+            )
+            return
         await stream.send_message(EMPTY_REPLY)
 
     async def _pull_stream(self, stream: Stream[PullBinlogReq, Any]) -> None:
@@ -168,6 +187,7 @@ class PumpBatchApi(PumpBatchBase):
         return WriteBinlogsResp(
             errmsgs=["" if e is None else str(e.message) for e in errors],
             codes=[0 if e is None else e.status.value for e in errors],
+            reasons=["" if e is None else e.reason.value for e in errors],
         )
 
 

@@ -19,6 +19,7 @@ from typing import Protocol
 from services.pump.state import PumpState
 from services.pump.storage import StorageError, StorageFull, WriteItem
 from tributary.errors import TributaryError
+from tributary.wire import refusal
 from tributary.wire.binlog import BinlogType
 from tributary.wire.peek import BinlogHeader, MalformedBinlog, peek
 
@@ -26,13 +27,14 @@ log = logging.getLogger(__name__)
 
 
 class Reason(enum.Enum):
-    """Why a write was refused; the API edge maps each to a gRPC status."""
+    """Why a write was refused; the API edge maps each to a gRPC status and sends the
+    value along (``tributary.wire.refusal``)."""
 
     MALFORMED = "malformed"
     TOO_LARGE = "too-large"
-    NOT_ONLINE = "not-online"
-    NOT_REGISTERED = "not-registered"
-    DISK_FULL = "disk-full"
+    NOT_ONLINE = refusal.NOT_ONLINE
+    NOT_REGISTERED = refusal.NOT_REGISTERED
+    DISK_FULL = refusal.DISK_FULL
     STORAGE = "storage"
 
 

@@ -61,13 +61,17 @@ def test_encode_requests_match_generated_messages() -> None:
 
 
 def test_decode_reply_reads_generated_responses() -> None:
-    batch = bytes(WriteBinlogsResp(errmsgs=["", "disk full", ""], codes=[0, 14, 0]))
-    assert decode_reply(batch) == (["", "disk full", ""], [0, 14, 0])
+    batch = bytes(
+        WriteBinlogsResp(
+            errmsgs=["", "disk full", ""], codes=[0, 14, 0], reasons=["", "disk-full", ""]
+        )
+    )
+    assert decode_reply(batch) == (["", "disk full", ""], [0, 14, 0], ["", "disk-full", ""])
     unary = bytes(WriteBinlogResp(errmsg="no online: paused"))
-    assert decode_reply(unary) == (["no online: paused"], [])
-    assert decode_reply(bytes(WriteBinlogResp())) == ([], [])  # success: field omitted
+    assert decode_reply(unary) == (["no online: paused"], [], [])
+    assert decode_reply(bytes(WriteBinlogResp())) == ([], [], [])  # success: field omitted
     # codes unpacked (one varint per entry) read the same as packed
-    assert decode_reply(b"\x0a\x00\x10\x00\x0a\x01x\x10\x08") == (["", "x"], [0, 8])
+    assert decode_reply(b"\x0a\x00\x10\x00\x0a\x01x\x10\x08") == (["", "x"], [0, 8], [])
     # unknown fields are skipped
     assert decode_reply(b"\x18\x05\x25\x00\x00\x00\x00" + unary)[0] == ["no online: paused"]
     for bad in (b"\x0a\x05ab", b"\x0a", b"\x0b", b"\x12\x02\x80", b"\x25\x00"):

@@ -187,7 +187,11 @@ def _copy(exc: Exception) -> Exception:
     clone: Exception
     if isinstance(exc, RpcFailure):
         clone = RpcFailure(
-            str(exc), retriable=exc.retriable, uncertain=exc.uncertain, reset=exc.reset
+            str(exc),
+            retriable=exc.retriable,
+            uncertain=exc.uncertain,
+            reset=exc.reset,
+            elsewhere=exc.elsewhere,
         )
     else:
         try:

@@ -71,12 +71,14 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     return read_varint(buf, pos, len(buf), DecodeError)
 
 
-def decode_reply(data: bytes) -> tuple[list[str], list[int]]:
+def decode_reply(data: bytes) -> tuple[list[str], list[int], list[str]]:
     """Unmarshal ``WriteBinlogResp`` / ``WriteBinlogsResp``: the field-1
-    strings (errmsg / errmsgs) and the field-2 uint32s (the batch reply's
-    per-payload gRPC codes, packed or not), in order; other fields are skipped."""
+    strings (errmsg / errmsgs), the field-2 uint32s (the batch reply's
+    per-payload gRPC codes, packed or not) and the field-3 strings (its
+    per-payload refusal reasons), in order; other fields are skipped."""
     errmsgs: list[str] = []
     codes: list[int] = []
+    reasons: list[str] = []
     pos, end = 0, len(data)
     while pos < end:
         key, pos = _read_varint(data, pos)
@@ -88,6 +90,8 @@ def decode_reply(data: bytes) -> tuple[list[str], list[int]]:
                 raise DecodeError("length-delimited field runs past the end")
             if field == 1:
                 errmsgs.append(data[pos:stop].decode("utf-8", errors="replace"))
+            elif field == 3:
+                reasons.append(data[pos:stop].decode("utf-8", errors="replace"))
             elif field == 2:  # packed codes
                 while pos < stop:
                     code, pos = _read_varint(data, pos)
@@ -105,4 +109,4 @@ def decode_reply(data: bytes) -> tuple[list[str], list[int]]:
             raise DecodeError(f"unsupported wire type {wire_type}")
     if pos != end:
         raise DecodeError("field runs past the end")
-    return errmsgs, codes
+    return errmsgs, codes, reasons

@@ -35,6 +35,9 @@ class RpcFailure(TributaryError):
     ``uncertain``: the pump may have stored the binlog anyway (timeout, lost
     connection), so a later C-binlog should also be offered to this pump.
     ``reset``: the connection is suspect and should be re-established.
+    ``elsewhere``: the pump refused without storing anything because it cannot
+    take prewrites now (not online, cut from etcd, disk nearly full): a P-binlog
+    moves on to another pump at once instead of waiting to try again.
     """
 
     def __init__(
@@ -44,7 +47,9 @@ class RpcFailure(TributaryError):
         retriable: bool = True,
         uncertain: bool = False,
         reset: bool = False,
+        elsewhere: bool = False,
     ) -> None:
         super().__init__(message, retriable=retriable)
         self.uncertain = uncertain
         self.reset = reset
+        self.elsewhere = elsewhere

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 class ClientStats:
     prewrites_ok: int = 0  # P-binlogs acknowledged by a pump
     prewrites_failed: int = 0  # write_binlog raised for a P-binlog
+    prewrites_redirected: int = 0  # refusals of pumps that cannot take prewrites now
     commits_ok: int = 0  # C-binlogs (commit/rollback) acknowledged
     commits_failed: int = 0  # C-binlogs given up on (logged, not raised)
     commits_unmatched: int = 0  # C-binlogs whose P-binlog pump was unknown

@@ -1,11 +1,13 @@
 """The gRPC edge of the client: one grpclib channel per pump address, the two
 write RPCs, and the mapping of every transport failure to :class:`RpcFailure`.
 
-Invariant: failures are classified by gRPC status code or exception type,
+Invariant: failures are classified by gRPC status code, the pump's refusal
+reason (structured detail, :mod:`tributary.wire.refusal`) or exception type,
 never by message text; a failure that may have reached the pump's storage
-(deadline, lost connection, server-side UNAVAILABLE/INTERNAL...) is marked
-``uncertain``. Requests are marshalled by :mod:`pumpclient.codec` and handed to
-grpclib as opaque bytes.
+(deadline, lost connection, server-side UNAVAILABLE/INTERNAL without a reason
+that says the pump refused before storing...) is marked ``uncertain``.
+Requests are marshalled by :mod:`pumpclient.codec` and handed to grpclib as
+opaque bytes.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tributary.pumpclient.codec import (
 )
 from tributary.pumpclient.errors import RpcFailure
 from tributary.pumpclient.stats import ClientStats
+from tributary.wire.refusal import PREWRITE_ELSEWHERE, REFUSAL_KEY
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +82,14 @@ class _RawReply:
         return data
 
 
-def status_failure(status: Status, message: str) -> RpcFailure:
-    """The failure a pump reported with gRPC ``status``: final for a binlog the
-    pump can never take (too large, malformed); ``uncertain`` unless the status
-    says the request was refused before anything was stored."""
+def status_failure(status: Status, message: str, reason: str = "") -> RpcFailure:
+    """The failure a pump reported with gRPC ``status`` and refusal ``reason``:
+    final for a binlog the pump can never take (too large, malformed);
+    ``elsewhere`` (and certain) when the reason says the pump cannot take
+    prewrites now; else ``uncertain`` unless the status says the request was
+    refused before anything was stored."""
+    if reason in PREWRITE_ELSEWHERE and status not in _FINAL:
+        return RpcFailure(f"{status.name} ({reason}): {message}", elsewhere=True)
     return RpcFailure(
         f"{status.name}: {message}",
         retriable=status not in _FINAL,
@@ -90,14 +97,21 @@ def status_failure(status: Status, message: str) -> RpcFailure:
     )
 
 
-def classify(exc: BaseException) -> RpcFailure:
+def _refusal_reason(stream: Any) -> str:
+    """The pump's refusal reason in the trailing metadata of a failed call ("" if none)."""
+    metadata = getattr(stream, "trailing_metadata", None) or {}
+    reason = metadata.get(REFUSAL_KEY, "")
+    return reason if isinstance(reason, str) else ""
+
+
+def classify(exc: BaseException, reason: str = "") -> RpcFailure:
     """Map a grpclib/OS failure of one call to an :class:`RpcFailure`.
 
     A GRPCError is a reply that arrived over a working connection, so unlike
     TiDB (whose gRPC reports broken connections as UNAVAILABLE too) the
     channel is reset only for connection-level failures."""
     if isinstance(exc, GRPCError):
-        return status_failure(exc.status, str(exc.message))
+        return status_failure(exc.status, str(exc.message), reason)
     if isinstance(exc, TimeoutError):
         return RpcFailure("deadline exceeded", uncertain=True)
     if isinstance(exc, ConnectionRefusedError):
@@ -183,11 +197,12 @@ class PumpTransport:
         method: str,
         data: bytes,
         passthrough: frozenset[Status] = frozenset(),
-    ) -> tuple[list[str], list[int]]:
-        """One unary call returning the reply's errmsgs and codes; a GRPCError whose
-        status is in ``passthrough`` is re-raised as is, every other failure
+    ) -> tuple[list[str], list[int], list[str]]:
+        """One unary call returning the reply's errmsgs, codes and reasons; a GRPCError
+        whose status is in ``passthrough`` is re-raised as is, every other failure
         as an :class:`RpcFailure`."""
         channel = self._get_channel()
+        reason = ""
         try:
             async with channel.request(
                 method, Cardinality.UNARY_UNARY, _Raw, _RawReply, timeout=self.rpc_timeout
@@ -196,12 +211,13 @@ class PumpTransport:
                     await stream.send_message(_Raw(data), end=True)
                     resp = await stream.recv_message()
                 except GRPCError as e:
+                    reason = _refusal_reason(stream)
                     raise _with_header_status(e, stream) from e.__cause__
         except _TRANSPORT_ERRORS as e:
             if isinstance(e, GRPCError) and e.status in passthrough:
                 raise
             self.stats.rpc_errors += 1
-            failure = classify(e)
+            failure = classify(e, reason)
             if failure.reset and self._channel is channel:
                 self.reset()
             raise failure from e
@@ -217,7 +233,7 @@ class PumpTransport:
         """binlog.Pump/WriteBinlog; a non-empty errmsg is a (definite) failure."""
         self.stats.unary_rpcs += 1
         data = encode_write_binlog_req(self.cluster_id, payload)
-        errmsgs, _ = await self._call(WRITE_BINLOG, data)
+        errmsgs, _, _ = await self._call(WRITE_BINLOG, data)
         if errmsgs and errmsgs[-1]:  # proto3: the last value of a field wins
             self.stats.rpc_errors += 1
             raise RpcFailure(f"pump {self.addr}: {errmsgs[-1]}")
@@ -234,27 +250,34 @@ class PumpTransport:
         data = encode_write_binlogs_req(self.cluster_id, payloads)
         passthrough = _BATCH_REJECTED if len(payloads) > 1 else _UNIMPLEMENTED
         try:
-            errmsgs, codes = await self._call(WRITE_BINLOGS, data, passthrough)
+            errmsgs, codes, reasons = await self._call(WRITE_BINLOGS, data, passthrough)
         except GRPCError as e:
             if e.status is Status.UNIMPLEMENTED:
                 log.info("pump %s has no PumpBatch service; using unary writes", self.addr)
                 self.batch_supported = False
             raise BatchRejected(f"{e.status.name}: {e.message}") from e
-        if len(errmsgs) != len(payloads) or len(codes) not in (0, len(payloads)):
+        if (
+            len(errmsgs) != len(payloads)
+            or len(codes) not in (0, len(payloads))
+            or len(reasons) not in (0, len(payloads))
+        ):
             self.stats.rpc_errors += 1
             raise RpcFailure(
                 f"pump {self.addr} answered {len(errmsgs)} results for {len(payloads)} binlogs",
                 uncertain=True,
             )
-        results = [self._item_result(m, codes[i] if codes else 0) for i, m in enumerate(errmsgs)]
+        results = [
+            self._item_result(m, codes[i] if codes else 0, reasons[i] if reasons else "")
+            for i, m in enumerate(errmsgs)
+        ]
         self.stats.rpc_errors += sum(r is not None for r in results)
         return results
 
-    def _item_result(self, errmsg: str, code: int) -> RpcFailure | None:
+    def _item_result(self, errmsg: str, code: int, reason: str) -> RpcFailure | None:
         if code:
             try:
                 status = Status(code)
             except ValueError:
                 status = Status.UNKNOWN
-            return status_failure(status, f"pump {self.addr}: {errmsg}")
+            return status_failure(status, f"pump {self.addr}: {errmsg}", reason)
         return RpcFailure(f"pump {self.addr}: {errmsg}") if errmsg else None

@@ -8,6 +8,11 @@ Invariants:
   available pumps; then every online pump, usable or not, gets one last try;
 - a failure the pump reports as "too large" (RESOURCE_EXHAUSTED) or
   malformed (INVALID_ARGUMENT) is final: raised at once, no other pump tried;
+- a refusal that says the pump cannot take prewrites now (``elsewhere``: not
+  online, cut from etcd, disk nearly full) moves the P-binlog to the next
+  available pump that has not refused it, without the pause, and is counted in
+  ``prewrites_redirected``; once every available pump refused it that way,
+  the pause and the policy above apply (their state may change);
 - a C-binlog stays with the pump of its P-binlog, retried every
   ``10 * retry_interval`` until ``commit_timeout``; it never raises;
 - a copy of a C-binlog for a pump that may hold the P-binlog without having
@@ -21,6 +26,10 @@ Invariants:
 - after a failed attempt, once the write is decided, pumps past the error
   limit leave the available set (so a pump that is down only briefly is not
   dropped in the middle of one write's retries).
+
+Worked example (pumps a, b, c; a is cut from etcd): P(1) tries a, which
+refuses it as not-registered; it goes straight to b (no pause), which stores it.
+Had b refused too, c next; had all three, a pause, then a, b, c again.
 
 Worked example (pumps a, b; range; a is down): P(1) tries a, fails
 (a.err_num=1), sleeps 0.1 s, tries b, succeeds; pairing records 1 -> b. C(1)
@@ -78,15 +87,29 @@ class Writes:
     async def prewrite(self, payload: bytes, start_ts: int) -> None:
         started = self._clock.now()
         uncertain: set[str] = set()
+        refused: set[str] = set()  # pumps that cannot take prewrites now
         last: RpcFailure | None = None
         attempt = 0
-        while (pump := self._pumps.select(start_ts, attempt)) is not None:
+        while (pump := self._select(start_ts, attempt, refused)) is not None:
             try:
                 await pump.write(payload)
             except RpcFailure as e:
                 last = e
                 if e.uncertain:
                     uncertain.add(pump.node_id)
+                if e.elsewhere:
+                    self._stats.prewrites_redirected += 1
+                    refused.add(pump.node_id)
+                    if not refused.issuperset(self._pumps.available):
+                        log.info(
+                            "pump %s cannot take binlog %d now (%s); trying another pump",
+                            pump.node_id,
+                            start_ts,
+                            e,
+                        )
+                        attempt += 1
+                        continue
+                    refused.clear()  # every pump refused it: pause, then try them again
                 log.warning("write binlog %d to pump %s failed: %s", start_ts, pump.node_id, e)
                 if not e.retriable:
                     self._give_up(start_ts, uncertain)
@@ -115,6 +138,16 @@ class Writes:
         raise PumpClientError(
             f"write binlog failed, the last error {last}", maybe_stored=bool(uncertain)
         ) from last
+
+    def _select(self, start_ts: int, attempt: int, refused: set[str]) -> Pump | None:
+        """The selector's pump for this attempt, moving past the pumps in ``refused``
+        (unless every available pump is among them)."""
+        pump = self._pumps.select(start_ts, attempt)
+        for skip in range(1, len(self._pumps.available)):
+            if pump is None or pump.node_id not in refused:
+                break
+            pump = self._pumps.select(start_ts, attempt + skip)
+        return pump
 
     async def _last_resort(
         self, payload: bytes, start_ts: int, uncertain: set[str]

@@ -42,6 +42,16 @@ class WriteBinlogsResp(betterproto.Message):
      reading message text.
     """
 
+    reasons: List[str] = betterproto.string_field(3)
+    """
+    One refusal reason per payload, in order ("" = stored, or no reason
+     given), as the pump names it: "not-online", "not-registered" and
+     "disk-full" say this pump cannot take prewrites now (another pump may);
+     "storage" is a transient failure; "malformed" and "too-large" are final.
+     A unary WriteBinlog refusal carries the same value in the trailing
+     metadata key "tributary-refusal".
+    """
+
 
 @dataclass(eq=False, repr=False)
 class TsoRequest(betterproto.Message):
