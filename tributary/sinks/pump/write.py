@@ -16,9 +16,11 @@ is appended to the history first (``PumpCatalog.record_ddl``), then the DDL binl
 (``prewrite`` with ``ddl_query`` and ``ddl_job_id``, no value), then its commit.
 
 Invariant: a stored prewrite is followed by its commit, or by a rollback when no commit ts
-could be had; a failure raises ``SinkError`` (retriable when the layer below says so) and a
-caller writing the same Txns again writes them as new transactions (at-least-once: the
-drainer's safe mode makes the replay harmless).
+could be had; a rollback goes only where a pump may hold the prewrite (the pump client sends
+it there): a prewrite that failed and that no pump may hold (``PumpClientError.maybe_stored``
+false) gets none, so it is not sent to every pump; a failure raises ``SinkError``
+(retriable when the layer below says so) and a caller writing the same Txns again writes
+them as new transactions (at-least-once: the drainer's safe mode makes the replay harmless).
 """
 
 from __future__ import annotations
@@ -119,10 +121,13 @@ class TxnWriter:
         except TsoError as e:
             raise _mapped(e, "getting a timestamp") from e
 
-    async def _prewrite(self, start_ts: int, value: bytes, key: bytes) -> None:
+    async def _prewrite(self, start_ts: int, value: bytes, key: bytes, nowhere: set[int]) -> None:
+        """``nowhere`` collects the start ts of a failed prewrite that no pump may hold."""
         try:
             await self._pumps.prewrite(start_ts, value, key)
         except PumpClientError as e:
+            if not e.maybe_stored:
+                nowhere.add(start_ts)
             raise _mapped(e, f"prewrite of {start_ts}") from e
 
     async def _commit(self, start_ts: int, commit_ts: int) -> None:
@@ -134,6 +139,8 @@ class TxnWriter:
     async def _rollback(self, start_ts_list: list[int]) -> None:
         """Best effort: the pump client sends each rollback where its prewrite went (or may
         have gone); a rollback that fails leaves the pump to time the prewrite out."""
+        if not start_ts_list:
+            return
         for start_ts in start_ts_list:
             with contextlib.suppress(PumpClientError):
                 await self._pumps.rollback(start_ts)
@@ -154,17 +161,19 @@ class TxnWriter:
             return
         built = [await self._encode(t) for t in txns]
         starts = await self._all("start-ts", [self._ts() for _ in built])
+        nowhere: set[int] = set()
         try:
             await self._all(
                 "prewrite",
                 [
-                    self._prewrite(s, b.encode(v), b.first_key)
+                    self._prewrite(s, b.encode(v), b.first_key, nowhere)
                     for s, (v, b) in zip(starts, built, strict=True)
                 ],
             )
             commits = sorted(await self._all("commit-ts", [self._ts() for _ in built]))
         except BaseException:
-            await self._rollback(starts)
+            # A prewrite stored, cancelled unanswered or failed unanswered may be held.
+            await self._rollback([s for s in starts if s not in nowhere])
             raise
         pairs = zip(starts, commits, strict=True)
         await self._all("commit", [self._commit(s, c) for s, c in pairs])
@@ -178,6 +187,8 @@ class TxnWriter:
                 start_ts, b"", ddl_query=ddl.query.encode(), ddl_job_id=job.id
             )
         except PumpClientError as e:
+            if e.maybe_stored:  # a pump whose answer was lost may hold it: roll it back there
+                await self._rollback([start_ts])
             raise _mapped(e, f"DDL binlog of job {job.id}") from e
         try:
             commit_ts = await self._ts()
