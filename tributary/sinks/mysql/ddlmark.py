@@ -26,7 +26,7 @@ from typing import Any
 
 from tributary.change import Ddl
 from tributary.sinks.lexer import Cursor, Token
-from tributary.sql import MYSQL, Statement, quote, table_name
+from tributary.sql import MYSQL, Statement, table_name
 
 SUFFIX = "_ddl_ts"
 
@@ -42,9 +42,8 @@ def mark_table(checkpoint_table: str) -> str:
 
 
 def mark_setup(schema: str, table: str) -> list[str]:
-    """Create the record's schema and table if missing."""
+    """Create the record's table if missing (in the checkpoint's schema, made before it)."""
     return [
-        f"CREATE SCHEMA IF NOT EXISTS {quote(MYSQL, schema, params=False)}",
         f"CREATE TABLE IF NOT EXISTS {table_name(MYSQL, schema, table, params=False)}("
         "ddl_key bigint unsigned primary key, ddl_ts bigint unsigned not null, "
         "finished bool not null, table_name varchar(512) not null, query mediumtext, "
