@@ -47,8 +47,8 @@ not; a refusal (``WriteRefused``) is no error of the changefeed: the processor w
 again, and the manager stops it meanwhile. The DDL holder also waits, before applying a DDL,
 until etcd has its own ``#ddl`` checkpoint at ``ts - 1``: if it is cut off right after the DDL,
 the capture taking ``#ddl`` over resumes there, with every row before the DDL applied, and
-applies the DDL again (skipped by error code) instead of replaying rows of the old schema into
-the new one.
+hands the DDL over again (the sink skips it by its DDL record, keyed by the changefeed for
+every run, or by error code) instead of replaying rows of the old schema into the new one.
 
 Errors: a retriable failure (sink or source) is reported in ``error`` and retried with
 exponential backoff; a non-retriable one is reported and ends the run (the owner then marks
@@ -195,10 +195,11 @@ class Processor:
         info, book = self.info, self.book
         spread = not book.whole
         key = (run_checkpoint_id if spread else sink_checkpoint_id)(self._cluster, info)
+        ddl_key = sink_checkpoint_id(self._cluster, info)  # one DDL record for every run
         flt = table_filter(info.config.filter_rules)
         events = EventFilter(info.config.event_filters)
         self._safe_until = await self._source.current_position() if spread else None
-        async with self._open_sink(info.sink_uri, SinkOptions(key)) as sink:
+        async with self._open_sink(info.sink_uri, SinkOptions(key, ddl_key=ddl_key)) as sink:
             if isinstance(sink, GatesWrites):
                 sink.write_gate = self._gate
             low = book.low()

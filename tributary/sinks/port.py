@@ -56,6 +56,9 @@ class SinkOptions:
     safe_mode: bool = False  # INSERT as REPLACE, UPDATE as DELETE + REPLACE
     worker_count: int = 16  # downstream connections of sinks that apply in parallel
     batch_size: int = 20  # row changes per downstream statement batch of such sinks
+    # the key of a SQL sink's DDL record (which DDLs ran downstream); None: ``cluster_id``.
+    # The runs of a spread changefeed, each with a checkpoint row of its own, share one.
+    ddl_key: int | None = None
 
 
 class Sink(Protocol):

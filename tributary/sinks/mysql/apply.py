@@ -1,5 +1,6 @@
 """The steps the MySQL sink is made of: a stretch of row transactions in one downstream
-transaction, a DDL on its own, and finding which upstream transaction a failure belongs to.
+transaction, a DDL on its own (once, by its record: ``ddlmark``), and finding which upstream
+transaction a failure belongs to.
 
 Invariant: ``apply_stretch`` commits the stretch's rows and its checkpoint row together or
 neither; every error leaves as a ``SinkError``, retriable by error code, and a non-retriable
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from tributary.change import RowChange, Txn
+from tributary.change import Ddl, RowChange, Txn
 from tributary.sinks.compact import compact
 from tributary.sinks.mysql.conn import (
     DRIVER_ERRORS,
@@ -23,6 +25,14 @@ from tributary.sinks.mysql.conn import (
     error_code,
     is_retriable,
     sink_error,
+)
+from tributary.sinks.mysql.ddlmark import (
+    index_shapes_query,
+    mark_from_rows,
+    mark_load,
+    mark_save,
+    shapes_of,
+    unnamed_indexes,
 )
 from tributary.sinks.mysql.statements import compacted_statements, mysql_ddl, plain_statements
 from tributary.sinks.port import SinkError
@@ -101,8 +111,57 @@ async def apply_stretch(conn: Session, txns: Sequence[Txn], save: Statement, saf
     await run_transaction(conn, [*stmts, save], groups, (txns[0].commit_ts, txns[-1].commit_ts))
 
 
+@dataclass(frozen=True, slots=True)
+class DdlBook:
+    """Where the DDL record of ``ddlmark`` lives and under which key."""
+
+    key: int
+    schema: str
+    table: str
+
+
+async def apply_ddl(conn: Session, txn: Txn, book: DdlBook, save: Statement, *, safe: bool) -> None:
+    """A DDL once (``ddlmark``): skipped when its record says it ran; else recorded as started,
+    run (an unnamed index addition of a replay or in safe mode skipped when an identical index
+    exists), then recorded as finished in one transaction with the checkpoint row ``save``."""
+    assert txn.ddl is not None
+    ts, ddl = txn.commit_ts, txn.ddl
+    try:
+        load = mark_load(book.key, book.schema, book.table)
+        mark = mark_from_rows(await conn.query(load.sql, load.args))
+    except DRIVER_ERRORS as e:
+        raise sink_error("cannot read the DDL record", e) from e
+    if mark is not None and mark.finished and ts <= mark.commit_ts:
+        log.info("DDL at commit ts %s skipped, recorded as run: %s", ts, ddl.query)
+        await save_alone(conn, save)  # the record stays where it is, never lower
+        return
+    replay = safe or (mark is not None and mark.commit_ts == ts)
+    if replay and await has_indexes(conn, ddl):
+        log.warning("DDL at commit ts %s skipped, its indexes are there: %s", ts, ddl.query)
+    else:
+        start = mark_save(book.key, ts, ddl, finished=False, schema=book.schema, table=book.table)
+        await save_alone(conn, start)
+        await run_ddl(conn, txn)
+    done = mark_save(book.key, ts, ddl, finished=True, schema=book.schema, table=book.table)
+    await run_transaction(conn, [done, save], lambda: [], (ts, ts))
+
+
+async def has_indexes(conn: Session, ddl: Ddl) -> bool:
+    """Whether ``ddl`` adds only unnamed indexes, each of which the table has already."""
+    adds = unnamed_indexes(ddl)
+    if adds is None:
+        return False
+    try:
+        found = index_shapes_query(adds.schema, adds.table)
+        shapes = shapes_of(await conn.query(found.sql, found.args))
+    except DRIVER_ERRORS as e:
+        raise sink_error("cannot read the indexes of the DDL's table", e) from e
+    return all(s in shapes for s in adds.shapes)
+
+
 async def run_ddl(conn: Session, txn: Txn) -> None:
-    """``USE db`` and the DDL, in autocommit; a DDL already applied (a replay) is skipped."""
+    """``USE db`` and the DDL, in autocommit; a DDL already applied (a replay) is skipped when
+    its error code says so."""
     assert txn.ddl is not None
     conn.allow_write()  # a DDL cannot be rolled back: it never starts past the gate
     try:

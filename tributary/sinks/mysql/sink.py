@@ -14,8 +14,12 @@ cluster ID, holding its JSON. Sessions run with ``foreign_key_checks=0``: the up
 checked its constraints, and both modes reorder changes across tables.
 
 A batch is cut into stretches of row transactions and single DDLs. A DDL runs alone after what
-came before it is committed, then the checkpoint moves to it (a DDL replayed after a crash in
-between is skipped by error code, ``sinks.mysql.conn``).
+came before it is committed, then the checkpoint moves to it. A DDL runs once
+(``sinks.mysql.ddlmark``): its commit ts is recorded per ``ddl_key`` in
+``<checkpoint-schema>.<checkpoint-table>_ddl_ts``, as started before it and as finished with the
+checkpoint row after it; a DDL at or below a finished record is skipped, and a replay after a
+crash in between is skipped by error code (``sinks.mysql.conn``) or, for an index added
+without a name, when an identical index is there.
 
 * consistent (default): each stretch is one downstream transaction with the checkpoint row, its
   rows compacted per primary key (``sinks.compact``). Invariant: the downstream holds exactly
@@ -52,9 +56,10 @@ from tributary.sinks.checkpoint import (
     checkpoint_save,
     checkpoint_setup,
 )
-from tributary.sinks.mysql.apply import apply_stretch, run_ddl, save_alone
+from tributary.sinks.mysql.apply import DdlBook, apply_ddl, apply_stretch, save_alone
 from tributary.sinks.mysql.config import MysqlConfig, parse_url
 from tributary.sinks.mysql.conn import DRIVER_ERRORS, Downstream, Session, sink_error
+from tributary.sinks.mysql.ddlmark import mark_forget_finished, mark_setup, mark_table
 from tributary.sinks.mysql.parallel import ParallelApplier
 from tributary.sinks.port import (
     QueryTimer,
@@ -93,10 +98,16 @@ class MysqlSink:
         cluster_id: int,
         safe_mode: bool = False,
         sleep: Sleep = asyncio.sleep,
+        ddl_key: int | None = None,
     ) -> None:
         self.config = config
         self.safe_mode = safe_mode
         self._cluster_id = cluster_id
+        self._ddl = DdlBook(
+            cluster_id if ddl_key is None else ddl_key,
+            config.checkpoint_schema,
+            mark_table(config.checkpoint_table),
+        )
         self._sleep = sleep  # injectable for tests of the backoff
         workers = 0 if config.consistent else config.worker_count
         self._down = Downstream(config.connect, 1 + workers)
@@ -117,9 +128,11 @@ class MysqlSink:
         cluster_id: int,
         safe_mode: bool = False,
         sleep: Sleep = asyncio.sleep,
+        ddl_key: int | None = None,
     ) -> MysqlSink:
-        """Connect, create the checkpoint table if missing and read the checkpoint."""
-        sink = cls(config, cluster_id, safe_mode, sleep)
+        """Connect, create the checkpoint and DDL record tables if missing and read the
+        checkpoint; ``ddl_key`` keys the DDL record (default ``cluster_id``)."""
+        sink = cls(config, cluster_id, safe_mode, sleep, ddl_key)
         try:
             await sink._retrying("opening", lambda _: sink._load())
         except BaseException:
@@ -165,15 +178,25 @@ class MysqlSink:
         try:
             conn = await self._down.get()
             found = await conn.query(
-                "SELECT 1 FROM information_schema.tables "
-                "WHERE table_schema = %s AND table_name = %s",
-                (self.config.checkpoint_schema, self.config.checkpoint_table),
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = %s AND table_name IN (%s, %s)",
+                (self.config.checkpoint_schema, self.config.checkpoint_table, self._ddl.table),
             )
-            if not found:  # IF NOT EXISTS alone would log a warning at every start
+            tables = {str(name) for (name,) in found}
+            # IF NOT EXISTS alone would log a warning at every start
+            if self.config.checkpoint_table not in tables:
                 for sql in checkpoint_setup(MYSQL, **self._where()):
+                    await conn.execute(sql)
+            if self._ddl.table not in tables:
+                for sql in mark_setup(self._ddl.schema, self._ddl.table):
                     await conn.execute(sql)
             load = checkpoint_load(MYSQL, self._cluster_id, **self._where())
             rows = await conn.query(load.sql, load.args)
+            if not rows and self._ddl.key == self._cluster_id:
+                # a finished DDL record without its checkpoint row: the row was removed by
+                # hand for a fresh start (record and row are written together)
+                forget = mark_forget_finished(self._ddl.key, self._ddl.schema, self._ddl.table)
+                await conn.execute(forget.sql, forget.args)
         except DRIVER_ERRORS as e:
             raise sink_error("cannot read the checkpoint", e) from e
         self._saved = CheckpointRecord.from_json(str(rows[0][0])) if rows else None
@@ -213,9 +236,8 @@ class MysqlSink:
         for part in stretches(todo):
             conn = await self._connection()
             if part[0].ddl is not None:
-                await run_ddl(conn, part[0])
                 record = self._record(part, consistent=True)  # nothing after it is applied
-                await save_alone(conn, self._save(record))
+                await apply_ddl(conn, part[0], self._ddl, self._save(record), safe=self.safe_mode)
             elif self._parallel is None:
                 record = self._record(part, consistent=True)
                 await apply_stretch(conn, part, self._save(record), self.safe_mode)
@@ -277,4 +299,9 @@ class MysqlSink:
 async def open_url(url: SplitResult, options: SinkOptions) -> MysqlSink:
     """The sink ``mysql://...`` describes (``sinks.mysql.config``), opened."""
     config = parse_url(url, options)
-    return await MysqlSink.open(config, cluster_id=options.cluster_id, safe_mode=options.safe_mode)
+    return await MysqlSink.open(
+        config,
+        cluster_id=options.cluster_id,
+        safe_mode=options.safe_mode,
+        ddl_key=options.ddl_key,
+    )
