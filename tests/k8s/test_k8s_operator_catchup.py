@@ -147,13 +147,20 @@ async def test_a_kubernetes_catch_up_drainer_and_closing_drainers_on_deletion(
                 assert await state(cu) is NodeState.OFFLINE
                 assert drainer.wait(30) == 0
                 assert await state(lost) is NodeState.ONLINE  # left as it was, and said so
-                (closed,) = events(kube, NS, "DrainersClosed")
-                assert closed["type"] == "Normal" and "c7-drainer-cu" in closed["message"]
-                (left,) = events(kube, NS, "DrainersLeftOnline")
-                assert left["type"] == "Warning"
-                assert f"{lost}: no address for {NS}/{lost}" in left["message"]
-                assert "update-drainer" in left["message"]
-                assert "c7-drainer-cu-0" not in left["message"]
+                # the deletion handler may run more than once (kopf retries it after an error,
+                # such as a failed apiserver call after the drainers were closed), and each
+                # run reports: one event or more, all alike
+                closed_events = events(kube, NS, "DrainersClosed")
+                assert closed_events
+                for closed in closed_events:
+                    assert closed["type"] == "Normal" and "c7-drainer-cu" in closed["message"]
+                left_events = events(kube, NS, "DrainersLeftOnline")
+                assert left_events
+                for left in left_events:
+                    assert left["type"] == "Warning"
+                    assert f"{lost}: no address for {NS}/{lost}" in left["message"]
+                    assert "update-drainer" in left["message"]
+                    assert "c7-drainer-cu-0" not in left["message"]
     finally:
         if drainer.poll() is None:
             drainer.terminate()
