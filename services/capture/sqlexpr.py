@@ -12,7 +12,10 @@ unknown, and a row is ignored only when the expression is true):
 
 A number compares with a string by converting the string (MySQL does); other types compare as
 they are. Anything outside the grammar (functions, subqueries) is refused at compile time with
-the position; a column the row does not have is an error when evaluated.
+the position; a column the row does not have is an error when evaluated. Parentheses, ``NOT``
+and unary minus nest at most ``MAX_NESTING`` deep (each level is a recursion of the parser and of
+the evaluation); a chain of the same operator (``a or b or c``, ``1 + 2 - 3``) is one flat node,
+evaluated in a loop, so its length costs no depth.
 
 Example: ``price > 1000 and state in ('new', 'paid')`` on ``{"price": Decimal("1500"),
 "state": "new"}`` -> True; on ``{"price": None, ...}`` -> unknown (None): the row is kept.
@@ -35,6 +38,9 @@ _TOKEN = re.compile(
     r"|`(?P<bq>[^`]+)`|(?P<op><=|>=|!=|<>|[=<>()+\-*/,])|(?P<word>[A-Za-z_][A-Za-z0-9_$]*))"
 )
 _KEYWORDS = {"AND", "OR", "NOT", "IS", "NULL", "IN", "BETWEEN", "LIKE", "TRUE", "FALSE"}
+
+
+MAX_NESTING = 64  # parenthesised/NOT/minus levels; Python's stack, not MySQL's, is the bound
 
 
 class ColumnMissing(LookupError):
@@ -149,6 +155,17 @@ class _Parser:
         self.text = text
         self.toks = _tokens(text)
         self.i = 0
+        self.nesting = 0
+
+    def nested(self, parse: Callable[[], Expr]) -> Expr:
+        """``parse()`` one level deeper, refused past ``MAX_NESTING``."""
+        if self.nesting >= MAX_NESTING:
+            raise self.fail(f"nested more than {MAX_NESTING} deep")
+        self.nesting += 1
+        try:
+            return parse()
+        finally:
+            self.nesting -= 1
 
     def fail(self, why: str) -> BadRequest:
         return BadRequest(f"expression {self.text!r}: {why} (token {self.i + 1})")
@@ -178,20 +195,20 @@ class _Parser:
         return e
 
     def or_(self) -> Expr:
-        e = self.and_()
+        items = [self.and_()]
         while self.take("kw", "OR"):
-            e = _logic(_or, e, self.and_())
-        return e
+            items.append(self.and_())
+        return _logic(_or, items)
 
     def and_(self) -> Expr:
-        e = self.not_()
+        items = [self.not_()]
         while self.take("kw", "AND"):
-            e = _logic(_and, e, self.not_())
-        return e
+            items.append(self.not_())
+        return _logic(_and, items)
 
     def not_(self) -> Expr:
         if self.take("kw", "NOT"):
-            inner = self.not_()
+            inner = self.nested(self.not_)
             return lambda r: None if (v := _truth(inner(r))) is None else not v
         return self.test()
 
@@ -230,24 +247,24 @@ class _Parser:
         return left
 
     def sum(self) -> Expr:
-        e = self.term()
+        first, rest = self.term(), []
         while self.peek("op", "+") or self.peek("op", "-"):
             op = self.toks[self.i][1]
             self.i += 1
-            e = _arithmetic(op, e, self.term())
-        return e
+            rest.append((op, self.term()))
+        return _arithmetic(first, rest)
 
     def term(self) -> Expr:
-        e = self.unary()
+        first, rest = self.unary(), []
         while self.peek("op", "*") or self.peek("op", "/"):
             op = self.toks[self.i][1]
             self.i += 1
-            e = _arithmetic(op, e, self.unary())
-        return e
+            rest.append((op, self.unary()))
+        return _arithmetic(first, rest)
 
     def unary(self) -> Expr:
         if self.take("op", "-"):
-            inner = self.unary()
+            inner = self.nested(self.unary)
             return lambda r: _arith("-", Decimal(0), inner(r))
         return self.atom()
 
@@ -266,22 +283,37 @@ class _Parser:
                 raise self.fail(f"function {value}() is not supported")
             return lambda r: _column(r, value)
         if kind == "op" and value == "(":
-            e = self.or_()
+            e = self.nested(self.or_)
             self.expect("op", ")")
             return e
         raise self.fail(f"unexpected {value!r}")
 
 
-def _logic(fn: Callable[[Value, Value], Value], a: Expr, b: Expr) -> Expr:
+def _logic(fn: Callable[[Value, Value], Value], items: list[Expr]) -> Expr:
+    """``a OP b OP c`` as ``(a OP b) OP c``, every operand evaluated (no short cut: a missing
+    column is an error wherever it stands)."""
+    if len(items) == 1:
+        return items[0]
+
     def run(r: Mapping[str, Value]) -> Value:
-        return fn(_truth(a(r)), _truth(b(r)))
+        v = _truth(items[0](r))
+        for item in items[1:]:
+            v = fn(v, _truth(item(r)))
+        return v
 
     return run
 
 
-def _arithmetic(op: str, a: Expr, b: Expr) -> Expr:
+def _arithmetic(first: Expr, rest: list[tuple[str, Expr]]) -> Expr:
+    """``a + b - c`` as ``(a + b) - c``."""
+    if not rest:
+        return first
+
     def run(r: Mapping[str, Value]) -> Value:
-        return _arith(op, a(r), b(r))
+        v = first(r)
+        for op, item in rest:
+            v = _arith(op, v, item(r))
+        return v
 
     return run
 

@@ -42,3 +42,25 @@ def test_a_sink_url_urllib_cannot_read_is_refused_by_name() -> None:
     with pytest.raises(BadRequest, match="not a valid URL"):
         check_sink("kafka://[broker:9092/t")
     capture_http(b'\x01/api/v2/changefeeds\n{"changefeed_id": "x", "sink_uri": "mysql://[x"}')
+
+
+def test_deeply_nested_value_expressions_are_refused_by_depth() -> None:
+    """Found by fuzzing value_expr: ``-020 and 0 and((((...`` 124 parentheses deep was a
+    RecursionError out of the expression parser (an HTTP 500 as a changefeed's filter)."""
+    from bench.fuzz.config_targets import value_expr
+    from services.capture.errors import BadRequest
+    from services.capture.sqlexpr import MAX_NESTING, compile_expr
+
+    found = b"-020 and 0  and" + b"(" * 124 + b"-020 and TTRand TTRUE"
+    with pytest.raises(BadRequest, match="nested more than"):
+        value_expr(found)
+    row = {"a": 1}
+    assert compile_expr("(" * MAX_NESTING + "a = 1" + ")" * MAX_NESTING)(row) is True
+    assert compile_expr("NOT " * MAX_NESTING + "a = 1")(row) is True  # an even count
+    assert compile_expr("-" * MAX_NESTING + "a = 1")(row) is True
+    for deeper in ("(" * 65 + "a" + ")" * 65, "NOT " * 65 + "a", "- " * 65 + "a"):
+        with pytest.raises(BadRequest, match="nested more than 64"):
+            compile_expr(deeper)
+    # a long chain of one operator is flat: no depth, however long
+    assert compile_expr(" + ".join(["a"] * 3000) + " = 3000")(row) is True
+    assert compile_expr(" or ".join(["a = 2"] * 3000) + " or a = 1")(row) is True

@@ -102,11 +102,14 @@ def _builtin() -> dict[int, Charset]:
     return {i: charset(n) for i, n in ids.items()}
 
 
+_BUILTIN = _builtin()  # built once: a Charset is immutable, each table copies the dict
+
+
 class Charsets:
     """Collation id -> Charset; unknown ids fall back to utf8mb4 with a flag set."""
 
     def __init__(self, table: dict[int, Charset] | None = None) -> None:
-        self._table = _builtin()
+        self._table = dict(_BUILTIN)
         if table:
             self._table.update(table)
         self.unknown: set[int] = set()
