@@ -95,7 +95,11 @@ def run_guided(
     """``count`` inputs of libFuzzer's choosing (fewer if ``max_s`` seconds pass first), in a
     process of its own (libFuzzer ends the process)."""
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="tributary-fuzz-") as tmp:
+    # scratch in memory where the machine has it: reparo_file writes every input to a file, and
+    # on a disk the open and write took longer than reparo's reading. The parent removes it
+    # (libFuzzer ends the child without running its atexit handlers).
+    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="tributary-fuzz-", dir=shm) as tmp:
         out = os.path.join(tmp, "figures.json")
         argv = [sys.executable, "-m", "bench.fuzz.guided", target, str(count), str(hang_s)]
         argv += [str(seed), out, str(max_s)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import datetime as dt
-import os
 import shutil
 import tempfile
 from decimal import Decimal
@@ -90,10 +89,7 @@ def open_seeds() -> list[bytes]:
     return [len(k).to_bytes(2, "big") + k + v for k, v in pairs]
 
 
-# A real directory, in memory where the machine has one (/dev/shm): each input is written and
-# read back, and on a disk opening and writing the file took longer than reparo's parsing.
-_SHM = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-_DIR = Path(tempfile.mkdtemp(prefix="tributary-fuzz-reparo-", dir=_SHM))
+_DIR = Path(tempfile.mkdtemp(prefix="tributary-fuzz-reparo-"))
 atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
 _SEGMENT = _DIR / binlogfile.segment_name(0, dt.datetime(2024, 1, 1))
 
