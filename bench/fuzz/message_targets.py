@@ -89,15 +89,25 @@ def open_seeds() -> list[bytes]:
     return [len(k).to_bytes(2, "big") + k + v for k, v in pairs]
 
 
-_DIR = Path(tempfile.mkdtemp(prefix="tributary-fuzz-reparo-"))
-atexit.register(shutil.rmtree, _DIR, ignore_errors=True)
-_SEGMENT = _DIR / binlogfile.segment_name(0, dt.datetime(2024, 1, 1))
+_SEGMENT = binlogfile.segment_name(0, dt.datetime(2024, 1, 1))
+_scratch: list[Path] = []  # the directory reparo reads, made on first use
+
+
+def _reparo_dir() -> Path:
+    """Made when first needed, not at import (the temp dir of the moment may be a test's,
+    removed with it), and made again if something removed it since."""
+    if not _scratch or not _scratch[0].is_dir():
+        made = Path(tempfile.mkdtemp(prefix="tributary-fuzz-reparo-"))
+        atexit.register(shutil.rmtree, made, ignore_errors=True)
+        _scratch[:] = [made]
+    return _scratch[0]
 
 
 def reparo_file(raw: bytes) -> None:
     """``raw`` as the one binlog file of a directory reparo replays."""
-    _SEGMENT.write_bytes(raw)
-    for _ in read_txns(_DIR):
+    scratch = _reparo_dir()
+    (scratch / _SEGMENT).write_bytes(raw)
+    for _ in read_txns(scratch):
         pass
 
 

@@ -14,6 +14,19 @@ def test_fuzz_target_short_run(target: str) -> None:
     assert out["crashes"] == 0 and out["hangs"] == 0, out
 
 
+def test_the_reparo_target_survives_its_scratch_directory_being_removed() -> None:
+    """A clean-clone run failed every ``reparo_file`` input: the directory the target made at
+    import (pytest's collection) was cleaned away as a leftover while the suite ran."""
+    import shutil
+
+    from bench.fuzz import message_targets
+
+    seed = message_targets.reparo_seeds()[0]
+    message_targets.reparo_file(seed)
+    shutil.rmtree(message_targets._reparo_dir())
+    message_targets.reparo_file(seed)
+
+
 def test_truncated_events_found_by_fuzzing_are_malformed() -> None:
     from bench.fuzz.targets import _mysql_events
     from tributary.sources.mysql.errors import MalformedEvent
