@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from tests.support.net import free_port
 from tests.support.procs import stop_process
@@ -62,13 +63,38 @@ def _wait_listening(host: str, port: int, proc: subprocess.Popen[bytes], timeout
     raise RuntimeError("etcd did not start listening in time")
 
 
+class PortTaken(RuntimeError):
+    """etcd could not bind a port picked free a moment before (another process took it)."""
+
+
 @contextmanager
 def run_etcd(data_dir: Path, port: int | None = None) -> Iterator[EtcdProcess]:
-    """Start etcd on free loopback ports; stop it (and wait) on exit."""
+    """Start etcd on free loopback ports; stop it (and wait) on exit. Ports picked here that
+    another process takes before etcd binds them are picked again (3 tries)."""
+    fresh = not data_dir.exists()
+    for attempt in range(3):
+        try:
+            proc, log, client_port = _start(data_dir, port)
+        except PortTaken:
+            if port is not None or attempt == 2:
+                raise
+            if fresh:
+                shutil.rmtree(data_dir, ignore_errors=True)
+            continue
+        break
+    try:
+        yield EtcdProcess("127.0.0.1", client_port, data_dir, proc)
+    finally:
+        stop_process(proc, 10)
+        log.close()
+
+
+def _start(data_dir: Path, port: int | None) -> tuple[subprocess.Popen[bytes], IO[bytes], int]:
     client_port = port or free_port()
     peer_port = free_port()
     host = "127.0.0.1"
-    log = open(data_dir.parent / f"etcd-{client_port}.log", "ab")
+    log_path = data_dir.parent / f"etcd-{client_port}.log"
+    log = open(log_path, "ab")
     proc = subprocess.Popen(
         [
             etcd_binary(),
@@ -96,7 +122,11 @@ def run_etcd(data_dir: Path, port: int | None = None) -> Iterator[EtcdProcess]:
     )
     try:
         _wait_listening(host, client_port, proc, timeout=20)
-        yield EtcdProcess(host, client_port, data_dir, proc)
-    finally:
+    except RuntimeError as e:
         stop_process(proc, 10)
         log.close()
+        tail = log_path.read_bytes()[-2000:].decode("utf-8", "replace")
+        if "address already in use" in tail:
+            raise PortTaken(f"{e}: a port was taken ({client_port}, {peer_port})") from e
+        raise RuntimeError(f"{e}; its log ends:\n{tail}") from e
+    return proc, log, client_port
