@@ -27,6 +27,7 @@ from tributary.coord.etcd import EtcdKv
 from tributary.coord.etcd_relay import EtcdRelay
 from tributary.coord.kv import Kv
 from tributary.net import join_host_port, split_host_port
+from tributary.telemetry.coalesce import coalesced
 from tributary.tso.clock import Clock
 from tributary.tso.member import MemberTiming, TsoMember
 from tributary.tso.pd_service import PdService
@@ -168,7 +169,7 @@ def _track_connections(server: Server) -> set[asyncio.BaseTransport]:
         protocol.connection_made = connection_made  # type: ignore[method-assign]
         return protocol
 
-    setattr(server, "_protocol_factory", factory)  # noqa: B010
+    setattr(server, "_protocol_factory", coalesced(factory))  # noqa: B010
     return transports
 
 

@@ -12,6 +12,8 @@ import logging
 import signal
 from collections.abc import Sequence
 
+import uvloop
+
 from services.tso.app import DEFAULT_ADDR, TsoServerApp, TsoServerConfig
 from tributary.telemetry.logs import configure_logging
 from tributary.version import add_version_flag
@@ -74,5 +76,5 @@ async def run(config: TsoServerConfig) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
     configure_logging(config.log_level)
-    asyncio.run(run(config))
+    uvloop.run(run(config))
     return 0

@@ -27,6 +27,8 @@ from typing import cast
 
 from grpclib.server import Server
 
+from tributary.telemetry.coalesce import coalesced
+
 log = logging.getLogger(__name__)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -137,5 +139,5 @@ def share_port(server: Server, http: ProtocolFactory) -> None:
     Call before ``server.start``; with TLS, start it with a context offering both ALPN
     protocols (``telemetry.tls.ALPN_ONE_PORT``).
     """
-    grpc: ProtocolFactory = server._protocol_factory  # grpclib: one H2Protocol per connection
+    grpc = coalesced(server._protocol_factory)  # grpclib: one H2Protocol per connection
     setattr(server, "_protocol_factory", lambda: Sniffer(grpc, http))  # noqa: B010
