@@ -14,7 +14,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 
 from services.capture.capture import Capture
@@ -32,6 +32,8 @@ from tributary.cdc.model import CaptureInfo
 from tributary.cdc.spans import DDL_SPAN, WHOLE_SPAN
 from tributary.coord.etcd import EtcdKv
 from tributary.net import join_host_port, split_host_port
+from tributary.sinks import Sink, SinkOptions
+from tributary.sinks.pump.counters import PumpClientCounters
 from tributary.sinks.schemes import open_sink
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.tls import ALPN_HTTP, server_context
@@ -71,7 +73,11 @@ async def serve(
         kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.etcd)))
         feeds = Feeds(kv, keys, source, upstream_id)
         holder: list[Capture] = []
-        metrics = CaptureMetrics(lambda: holder[0] if holder else None)
+        pump_client = PumpClientCounters()  # every pump:// sink's client counts into it
+        metrics = CaptureMetrics(
+            lambda: holder[0] if holder else None, pump_client=pump_client.totals
+        )
+        opener = _counted(sink_opener, pump_client)
         ops = OpsServer(
             host,
             port,
@@ -101,7 +107,7 @@ async def serve(
                 view.info,
                 view.status,
                 source,
-                sink_opener,
+                opener,
                 spans=spans,
                 tables=frozenset(s for s in view.assign if s not in (DDL_SPAN, WHOLE_SPAN)),
                 gate=fence.check,
@@ -120,6 +126,15 @@ async def serve(
         )
         holder.append(capture)
         await _run(capture, stop, started, http_port)
+
+
+def _counted(sink_opener: SinkOpener, pump_client: PumpClientCounters) -> SinkOpener:
+    """``sink_opener`` giving every ``pump://`` sink the capture's pump client counters."""
+
+    def open_(url: str, options: SinkOptions) -> AbstractAsyncContextManager[Sink]:
+        return sink_opener(url, pump_client.options(url, options))
+
+    return open_
 
 
 async def _run(

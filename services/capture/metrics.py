@@ -10,6 +10,10 @@ registry just before each scrape, so the replication path never touches promethe
 * ``ticdc_processor_*`` (the capture running the processor): ``checkpoint_ts``,
   ``checkpoint_ts_lag``, ``resolved_ts``, ``resolved_ts_lag``, ``exit_with_error_count``, same
   labels, from the processor itself; plus ours, ``applied_rows``.
+* ``ticdc_sink_pump_client_events_total{type}`` (ours): the counters of the pump clients of
+  this capture's ``pump://`` sinks (``pumpclient.ClientStats``, ``type`` the field name:
+  ``prewrites_ok``, ``rpc_errors``, ``retries``, ...), summed over every changefeed and every
+  sink this process opened, read at scrape time; no series before a ``pump://`` sink opens.
 
 Lags use this capture's clock; the ts are the upstream's clock (``mysqlsource.timestamps``).
 """
@@ -17,7 +21,7 @@ Lags use this capture's clock; the ts are the upstream's clock (``mysqlsource.ti
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import Gauge
 
@@ -45,7 +49,11 @@ def lag_seconds(ts: int, now: float) -> float:
 
 class CaptureMetrics(Metrics):
     def __init__(
-        self, capture: Callable[[], Capture | None], clock: Callable[[], float] = time.time
+        self,
+        capture: Callable[[], Capture | None],
+        clock: Callable[[], float] = time.time,
+        *,
+        pump_client: Callable[[], Mapping[str, int]] = dict,
     ) -> None:
         super().__init__(namespace="ticdc", before_scrape=self.sync, process_metrics=True)
         self._capture = capture
@@ -82,6 +90,13 @@ class CaptureMetrics(Metrics):
         )
         self.rows = self._gauge(
             "processor", "applied_rows", "row changes a processor applied since it started"
+        )
+        self.pump_client = self.plain_counter(
+            "events",
+            "what the pump clients of pump:// sinks counted, by counter",
+            "type",
+            pump_client,
+            subsystem="sink_pump_client",
         )
 
     def _gauge(self, subsystem: str, name: str, documentation: str) -> Gauge:

@@ -60,6 +60,7 @@ from tributary.servicekit.node import claim_node
 from tributary.servicekit.serving import serve_grpc_and_http
 from tributary.sinks import Sink, SinkOptions, TimesQueries
 from tributary.sinks import SinkError as DownstreamError
+from tributary.sinks.pump.counters import PumpClientCounters
 from tributary.sinks.schemes import open_sink
 from tributary.sinks.urls import redact
 from tributary.telemetry.grpcauth import enforce_allowed_cn
@@ -183,8 +184,9 @@ async def serve(
             cluster_id = clock.cluster_id
             assert cluster_id is not None  # created in standalone mode, PD's in PD mode
             history = await stack.enter_async_context(_open_history(cfg.syncer.ddl_history, kv))
+            pump_client = PumpClientCounters()  # stays empty unless the sink is pump://
             if sink is None:
-                sink = await _open_sink(stack, cfg, cluster_id)
+                sink = await _open_sink(stack, cfg, cluster_id, pump_client)
             store = FileCheckpoint(data_dir)
             first = await _first_ts(cfg, store, sink, lambda: current_tso(kv, clock), ctx)
             checkpointer = Checkpointer(store, first, interval=cfg.checkpoint_interval)
@@ -195,7 +197,9 @@ async def serve(
                 history, cfg.syncer.table_filter(), cfg.syncer.ignore_txn_commit_ts
             )
 
-            metrics = DrainerMetrics(lambda: _before_scrape(drainer, converter))
+            metrics = DrainerMetrics(
+                lambda: _before_scrape(drainer, converter), pump_client=pump_client.totals
+            )
             if isinstance(sink, TimesQueries):
                 sink.query_timer = metrics.observe_query
 
@@ -297,7 +301,9 @@ async def _open_history(source: str, kv: Kv) -> AsyncIterator[DdlHistory]:
         yield history
 
 
-async def _open_sink(stack: AsyncExitStack, cfg: DrainerConfig, cluster_id: int) -> Sink:
+async def _open_sink(
+    stack: AsyncExitStack, cfg: DrainerConfig, cluster_id: int, pump_client: PumpClientCounters
+) -> Sink:
     url = cfg.syncer.sink_url(cfg.data_dir)
     options = SinkOptions(
         cluster_id,
@@ -305,6 +311,7 @@ async def _open_sink(stack: AsyncExitStack, cfg: DrainerConfig, cluster_id: int)
         worker_count=cfg.syncer.worker_count,
         batch_size=cfg.syncer.txn_batch,
     )
+    options = pump_client.options(url, options)
     try:
         sink = await stack.enter_async_context(open_sink(url, options))
     except DownstreamError as e:

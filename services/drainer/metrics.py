@@ -19,7 +19,10 @@ Where the families are observed, as in tidb-binlog's drainer:
   when a pump serves an undecodable binlog (fatal, as in tidb-binlog);
 * ``queue_size{name}``: at scrape time, ``merge_<nodeID>`` (a pump's merge inbox),
   ``syncer_input`` (merged binlogs to convert) and ``syncer_buffer`` (transactions waiting
-  for the sink).
+  for the sink);
+* ``pump_client_events_total{type}`` (ours): with a ``pump://`` downstream, its pump client's
+  counters (``pumpclient.ClientStats``, ``type`` the field name: ``prewrites_ok``,
+  ``rpc_errors``, ``retries``, ...), read at scrape time; no series with other downstreams.
 
 ``checkpoint_delay_seconds`` stays a gauge (wall clock minus the saved checkpoint, at
 scrape time), where tidb-binlog has a histogram: tidb-binlog's dashboard and alert rules do
@@ -39,7 +42,12 @@ from tributary.wire.ts import physical_ms
 
 
 class DrainerMetrics(Metrics):
-    def __init__(self, before_scrape: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        before_scrape: Callable[[], None] = lambda: None,
+        *,
+        pump_client: Callable[[], Mapping[str, int]] = dict,
+    ) -> None:
         super().__init__(
             namespace="binlog",
             subsystem="drainer",
@@ -92,6 +100,13 @@ class DrainerMetrics(Metrics):
         self.catchup_rows = self.gauge("catchup_rows_count", "row changes caught up by Spark jobs")
         self.catchup_failures = self.gauge(
             "catchup_failed_job_count", "catch-up job runs that failed"
+        )
+        self.pump_client = self.plain_counter(
+            "events",
+            "what the pump:// downstream's pump client counted, by counter",
+            "type",
+            pump_client,
+            subsystem="drainer_pump_client",
         )
         self._counted: dict[str, int] = {}  # totals already added to ``events``/``ddl_jobs``
 

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -30,11 +28,10 @@ import aiohttp
 import pytest
 
 from tests.support import netns
+from tests.support.capture import shop_equal, shop_load, wait_for
 from tests.support.netns_cluster import NetCluster, Proc, netns_cluster
 from tributary.cdc.keys import Keys
 from tributary.change import RowChange, TableInfo, Txn
-from tributary.checker.compare import compare
-from tributary.checker.errors import CheckerError
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import WatchEventKind
 from tributary.sinks import SinkOptions, WriteRefused
@@ -56,18 +53,6 @@ def namespaces_possible() -> None:
     reason = netns.unavailable()
     if reason is not None:
         pytest.skip(reason)
-
-
-async def _until(check: Callable[[], Any], within: float, what: str) -> Any:
-    try:
-        async with asyncio.timeout(within):
-            while True:
-                got = await check()
-                if got:
-                    return got
-                await asyncio.sleep(0.3)
-    except TimeoutError:
-        raise AssertionError(f"not within {within} s: {what}") from None
 
 
 async def _get(http: aiohttp.ClientSession, proc: Proc, path: str) -> Any:
@@ -96,34 +81,6 @@ def _start_capture(cluster: NetCluster, name: str, upstream: str) -> Proc:
         name, cluster.net.argv(node, argv), cluster.root / f"{name}.log"
     )
     return Proc(node, child)
-
-
-async def _load(up: MariaDBServer, stop: asyncio.Event) -> int:
-    """Random transactions over the tables until ``stop``."""
-    rng = random.Random(16)
-    n = 0
-    async with up.connect("shop") as conn, conn.cursor() as cur:
-        while not stop.is_set():
-            await cur.execute("BEGIN")
-            for table in rng.sample(TABLES, rng.randint(1, 2)):
-                key = rng.randint(1, 30)
-                await cur.execute(
-                    f"INSERT INTO {table} (id, v) VALUES (%s, %s) "
-                    "ON DUPLICATE KEY UPDATE v = v + 1",
-                    (key, n),
-                )
-            await cur.execute("COMMIT")
-            n += 1
-            await asyncio.sleep(0.01)
-    return n
-
-
-async def _equal(up: MariaDBServer, down: MariaDBServer) -> bool:
-    try:
-        report = await compare(up.dsn("shop"), down.dsn("shop"))
-    except CheckerError:
-        return False
-    return report.equal and len(report.tables) == len(TABLES)
 
 
 async def _deleted_at(kv: EtcdKv, key: bytes, seen: asyncio.Event) -> float:
@@ -181,7 +138,7 @@ async def _run(
         except (aiohttp.ClientError, TimeoutError):
             return False
 
-    await _until(created, 60, "the changefeed created")
+    await wait_for(created, 60, "the changefeed created")
     spans = {"#ddl", *(f"shop.{t}" for t in TABLES)}
 
     async def spread() -> dict[str, set[str]] | None:
@@ -189,7 +146,7 @@ async def _run(
         ok = all(held.get(n) for n in caps) and spans <= set().union(*held.values())
         return held if ok else None
 
-    held = await _until(spread, 60, "the spans spread over both captures")
+    held = await wait_for(spread, 60, "the spans spread over both captures")
     victim = next(n for n in caps if "#ddl" in held[n])
     other = next(n for n in caps if n != victim)
     assert held[victim] - {"#ddl"}, f"{victim} holds tables too: {held}"
@@ -197,7 +154,9 @@ async def _run(
     await down.execute("SET GLOBAL log_output = 'TABLE'")
     await down.execute("SET GLOBAL general_log = 1")
     stop = asyncio.Event()
-    load = asyncio.create_task(_load(up, stop), name="load")
+    load = asyncio.create_task(
+        shop_load(up, TABLES, stop, seed=16, most_tables=2, keys=30), name="load"
+    )
     watching = asyncio.Event()
     deletion = asyncio.create_task(
         _deleted_at(kv, Keys().capture_key(victim), watching), name="watch-victim"
@@ -213,7 +172,7 @@ async def _run(
             held = await _held(http, caps[other])
             return held.get(other, set()) >= spans and victim not in held
 
-        await _until(moved, 60, f"every span moved to {other}")
+        await wait_for(moved, 60, f"every span moved to {other}")
         await asyncio.sleep(1.0)  # the cut capture would write now if it were not fenced
         await up.execute("ALTER TABLE shop.t0 DROP COLUMN x")  # applied by the new holder
         await asyncio.sleep(1.0)
@@ -222,7 +181,9 @@ async def _run(
         stop.set()
         written = await load
         assert written > 0
-        await _until(lambda: _equal(up, down), 90, "the downstream equal to the upstream")
+        await wait_for(
+            lambda: shop_equal(up, down, len(TABLES)), 90, "the downstream equal to the upstream"
+        )
     finally:
         stop.set()
         cluster.net.heal_all()

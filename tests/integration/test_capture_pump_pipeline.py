@@ -6,7 +6,8 @@ and two pumps, a drainer into a downstream MariaDB. The upstream sees DDL (CREAT
 COLUMN), multi-row transactions with inserts, updates of non-key and key columns, deletes, and
 a table without a primary key; the downstream ends equal (``checker.compare``). The capture is
 then killed with SIGKILL and restarted while the upstream keeps changing: the changefeed
-resumes from its checkpoint and the downstream is equal again.
+resumes from its checkpoint and the downstream is equal again. Before the kill, the capture's
+``/metrics`` shows its pump client's acknowledged prewrites.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import aiohttp
 import asyncmy.errors
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.capture import capture_cli, start_capture, write_shop
 from tests.support.pipeline import running_pipeline
@@ -54,6 +57,21 @@ async def converged(up: MariaDBServer, down: MariaDBServer, expect: dict[str, in
                 await asyncio.sleep(0.5)
     except TimeoutError:
         raise AssertionError(f"downstream did not converge: {last}") from None
+
+
+async def pump_client_count(port: int, kind: str) -> float:
+    """The capture's ``ticdc_sink_pump_client_events_total{type=kind}``, as scraped."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{port}/metrics") as r,
+    ):
+        r.raise_for_status()
+        text = await r.text()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "ticdc_sink_pump_client_events_total" and s.labels["type"] == kind:
+                return s.value
+    raise AssertionError(f"no pump client counter {kind!r} in the capture's /metrics")
 
 
 async def test_mariadb_through_capture_pumps_and_drainer(
@@ -108,6 +126,8 @@ async def test_mariadb_through_capture_pumps_and_drainer(
             await write_shop(up, ["INSERT INTO items (id, name) VALUES (500, 'after alter')"])
             await write_shop(up, ["UPDATE items SET note = 'changed' WHERE id = 1"])
             await converged(up, down, {"items": 51, "events": 3})
+            # 10 + 1 + 1 + 1 transactions and the ALTER, each a prewrite the pumps acknowledged
+            assert await pump_client_count(port, "prewrites_ok") >= 14
 
             capture.kill()  # SIGKILL mid-life; the upstream keeps changing meanwhile
             capture.wait()

@@ -14,18 +14,15 @@ is among them.
 from __future__ import annotations
 
 import asyncio
-import random
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import aiohttp
 import pytest
 
-from tests.support.capture import Captures, wait_owner
-from tributary.checker.compare import compare
-from tributary.checker.errors import CheckerError
+from tests.support.capture import Captures, shop_equal, shop_load, wait_for, wait_owner
 
 if TYPE_CHECKING:
     from tests.support.etcd import EtcdProcess
@@ -42,53 +39,6 @@ async def _held(c: Captures) -> dict[str, list[str]]:
     """Capture id -> the spans it holds (``capture list``)."""
     data = await asyncio.to_thread(c.cli, "capture", "list")
     return {i["id"]: sorted(s for v in i["tables"].values() for s in v) for i in data["items"]}
-
-
-async def _until(check: Any, within: float, what: str) -> Any:
-    try:
-        async with asyncio.timeout(within):
-            while True:
-                got = await check()
-                if got:
-                    return got
-                await asyncio.sleep(0.3)
-    except TimeoutError:
-        raise AssertionError(f"not within {within} s: {what}") from None
-
-
-async def _load(up: MariaDBServer, stop: asyncio.Event, late: asyncio.Event) -> int:
-    """Random transactions until ``stop``; rows into ``shop.late`` once ``late`` is set."""
-    rng = random.Random(17)
-    n = 0
-    async with up.connect("shop") as conn, conn.cursor() as cur:
-        while not stop.is_set():
-            await cur.execute("BEGIN")
-            for table in rng.sample(TABLES, rng.randint(1, 3)):
-                key, op = rng.randint(1, 40), rng.random()
-                if op < 0.5:
-                    await cur.execute(
-                        f"INSERT INTO {table} (id, v) VALUES (%s, %s) "
-                        "ON DUPLICATE KEY UPDATE v = v + 1",
-                        (key, n),
-                    )
-                elif op < 0.8:
-                    await cur.execute(f"UPDATE {table} SET v = %s WHERE id = %s", (n, key))
-                else:
-                    await cur.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
-            if late.is_set():
-                await cur.execute("INSERT INTO late (v) VALUES (%s)", (n,))
-            await cur.execute("COMMIT")
-            n += 1
-            await asyncio.sleep(0.01)
-    return n
-
-
-async def _equal(up: MariaDBServer, down: MariaDBServer) -> bool:
-    try:
-        report = await compare(up.dsn("shop"), down.dsn("shop"))
-    except CheckerError:
-        return False
-    return report.equal and len(report.tables) == len(TABLES) + 1
 
 
 async def _drain(port: int, capture: str) -> int:
@@ -128,7 +78,10 @@ async def _run(c: Captures, up: MariaDBServer, down: MariaDBServer) -> None:
     assert created["state"] == "normal"
 
     stop, late = asyncio.Event(), asyncio.Event()
-    load = asyncio.create_task(_load(up, stop, late), name="load")
+    load = asyncio.create_task(
+        shop_load(up, TABLES, stop, seed=17, most_tables=3, keys=40, mixed=True, late=late),
+        name="load",
+    )
     spans = {"#ddl", *(f"shop.{t}" for t in TABLES)}
 
     async def spread() -> dict[str, list[str]] | None:
@@ -136,7 +89,7 @@ async def _run(c: Captures, up: MariaDBServer, down: MariaDBServer) -> None:
         ok = all(held.get(n) for n in ("c0", "c1", "c2"))
         return held if ok and spans <= {s for v in held.values() for s in v} else None
 
-    held = await _until(spread, 60, "the tables spread over c0, c1 and c2")
+    held = await wait_for(spread, 60, "the tables spread over c0, c1 and c2")
     # MariaDB's sys.sys_config and mysql.* pass '*.*' but are system schemas: not scheduled
     assert {s for v in held.values() for s in v} == spans
     victim = next(n for n in ("c0", "c1", "c2") if n != owner)
@@ -153,7 +106,7 @@ async def _run(c: Captures, up: MariaDBServer, down: MariaDBServer) -> None:
         held = await _held(c)
         return victim not in held and bool(held.get("c3"))
 
-    await _until(moved, 60, f"{victim}'s tables moved and c3 given some")
+    await wait_for(moved, 60, f"{victim}'s tables moved and c3 given some")
     drained = next(n for n in ("c0", "c1", "c2") if n not in (owner, victim))
     out = await asyncio.to_thread(
         subprocess.run,
@@ -163,7 +116,7 @@ async def _run(c: Captures, up: MariaDBServer, down: MariaDBServer) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr.decode()
     port = c.ports[owner]
-    await _until(lambda: _zero(port, drained), 60, f"{drained} drained")
+    await wait_for(lambda: _zero(port, drained), 60, f"{drained} drained")
     processors = c.cli("processor", "list")["items"]
     assert all(p["capture_id"] != drained for p in processors)
     listed = {s for p in processors for s in p["table_ids"]}
@@ -172,7 +125,9 @@ async def _run(c: Captures, up: MariaDBServer, down: MariaDBServer) -> None:
     stop.set()
     written = await load
     assert written > 0
-    await _until(lambda: _equal(up, down), 60, "the downstream equal to the upstream")
+    await wait_for(
+        lambda: shop_equal(up, down, len(TABLES) + 1), 60, "the downstream equal to the upstream"
+    )
     status = c.cli("changefeed", "query", "-c", "cf-1")
     assert status["state"] == "normal"
 

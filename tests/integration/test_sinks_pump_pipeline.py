@@ -1,7 +1,8 @@
 """``pump://`` end to end: Txns (DDL, inserts/updates/deletes over many column types, a keyless
 table) written through the sink into a real etcd and two real pump processes, read by a real
 drainer process into SQLite, equal what went in; the sink is closed and reopened in the middle
-and resumes from its checkpoint in etcd (a replayed batch writes nothing twice)."""
+and resumes from its checkpoint in etcd (a replayed batch writes nothing twice). A drainer whose
+own downstream is ``pump://`` (a second pump cluster) exports its pump client's counters."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.pipeline import Pipeline, running_pipeline
 from tributary.change import Ddl, RowChange, SqlValue, TableInfo, Txn
@@ -170,3 +173,41 @@ def sink_url(pipe: Pipeline) -> str:
     assert etcd is not None
     host = etcd.url.removeprefix("http://")
     return f"pump://{host}/?name=capture-1&cluster-id={pipe.cluster_id}"
+
+
+async def drainer_pump_client_count(base: str, kind: str) -> float:
+    """The drainer's ``binlog_drainer_pump_client_events_total{type=kind}``; 0 before it has
+    the series."""
+    async with aiohttp.ClientSession() as http, http.get(f"{base}/metrics") as r:
+        r.raise_for_status()
+        text = await r.text()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "binlog_drainer_pump_client_events_total" and s.labels["type"] == kind:
+                return s.value
+    return 0.0
+
+
+async def test_a_drainer_into_another_pump_cluster_exports_its_pump_client_counters(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with (
+        running_pipeline(tmp_path / "a", pumps=1) as a,
+        running_pipeline(tmp_path / "b", pumps=1) as b,
+    ):
+        first = await a.tso.get_ts()
+        async with open_sink(sink_url(a), SinkOptions(cluster_id=a.cluster_id)) as sink:
+            await sink.apply(first_half()[:4])  # 3 DDLs and a transaction of rows
+        start = ["--initial-commit-ts", str(first)]
+        drainer = await a.cluster.start_drainer(sink_url(b), extra=start)
+
+        async def count(kind: str) -> float:
+            return await drainer_pump_client_count(drainer.status_url, kind)
+
+        async with asyncio.timeout(90):  # each of the 4 a prewrite and a commit into b's pump
+            while await count("prewrites_ok") < 4 or await count("commits_ok") < 4:
+                assert drainer.child.running
+                await asyncio.sleep(0.3)
+        assert await drainer.child.stop(30) == 0

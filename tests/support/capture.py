@@ -4,7 +4,8 @@
 them is the owner). ``start_capture`` runs one capture (id ``c0``, a 2 s session TTL, a 0.2 s
 checkpoint interval) against an etcd and an upstream MariaDB; ``capture_cli`` runs
 ``binlog-cdc cli`` against it, retried while it starts; ``write_shop`` commits statements as
-one upstream transaction.
+one upstream transaction, ``shop_load`` random ones until told to stop; ``shop_equal`` asks the
+checker whether the downstream's ``shop`` equals the upstream's; ``wait_for`` polls a check.
 """
 
 from __future__ import annotations
@@ -12,15 +13,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from tests.support.net import free_port
+from tributary.checker.compare import compare
+from tributary.checker.errors import CheckerError
 
 if TYPE_CHECKING:
     from tests.support.etcd import EtcdProcess
@@ -89,6 +94,74 @@ async def write_shop(up: MariaDBServer, statements: list[str]) -> None:
         for sql in statements:
             await cur.execute(sql)
         await cur.execute("COMMIT")
+
+
+async def shop_load(
+    up: MariaDBServer,
+    tables: Sequence[str],
+    stop: asyncio.Event,
+    *,
+    seed: int,
+    most_tables: int,
+    keys: int,
+    mixed: bool = False,
+    late: asyncio.Event | None = None,
+) -> int:
+    """Random transactions in the upstream's ``shop`` until ``stop``; how many committed.
+
+    Each touches 1 to ``most_tables`` of ``tables``, each at a key in 1..``keys``: an insert
+    that adds 1 to ``v`` on a duplicate key or, with ``mixed``, that (half the time), an update
+    (3 in 10) or a delete (1 in 5). Once ``late`` is set, each also inserts a row into
+    ``shop.late`` (a table created mid-run). ``seed`` makes the run repeatable.
+    """
+    rng = random.Random(seed)
+    n = 0
+    async with up.connect("shop") as conn, conn.cursor() as cur:
+        while not stop.is_set():
+            await cur.execute("BEGIN")
+            for table in rng.sample(tables, rng.randint(1, most_tables)):
+                key = rng.randint(1, keys)
+                op = rng.random() if mixed else 0.0
+                if op < 0.5:
+                    await cur.execute(
+                        f"INSERT INTO {table} (id, v) VALUES (%s, %s) "
+                        "ON DUPLICATE KEY UPDATE v = v + 1",
+                        (key, n),
+                    )
+                elif op < 0.8:
+                    await cur.execute(f"UPDATE {table} SET v = %s WHERE id = %s", (n, key))
+                else:
+                    await cur.execute(f"DELETE FROM {table} WHERE id = %s", (key,))
+            if late is not None and late.is_set():
+                await cur.execute("INSERT INTO late (v) VALUES (%s)", (n,))
+            await cur.execute("COMMIT")
+            n += 1
+            await asyncio.sleep(0.01)
+    return n
+
+
+async def shop_equal(up: MariaDBServer, down: MariaDBServer, tables: int) -> bool:
+    """Whether the checker finds ``shop`` equal on both sides, with ``tables`` tables; False
+    while it cannot compare yet (a table or the database still missing downstream)."""
+    try:
+        report = await compare(up.dsn("shop"), down.dsn("shop"))
+    except CheckerError:
+        return False
+    return report.equal and len(report.tables) == tables
+
+
+async def wait_for(check: Callable[[], Awaitable[Any]], within: float, what: str) -> Any:
+    """Poll ``check`` until it returns something true, and return that; an AssertionError
+    naming ``what`` after ``within`` seconds."""
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                got = await check()
+                if got:
+                    return got
+                await asyncio.sleep(0.3)
+    except TimeoutError:
+        raise AssertionError(f"not within {within} s: {what}") from None
 
 
 class Captures:

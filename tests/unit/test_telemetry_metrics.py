@@ -99,3 +99,18 @@ def test_names_are_built_as_go_builds_them() -> None:
     assert "# TYPE binlog_pump_storage_error_count untyped" in m.render().decode()
     assert fq_name("ticdc", "", "owner_ownership") == "ticdc_owner_ownership"
     assert Metrics().name("plain") == "plain"
+
+
+def test_plain_counter_reads_its_totals_on_every_scrape() -> None:
+    m = Metrics(namespace="binlog", subsystem="drainer")
+    totals: dict[str, int] = {}
+    m.plain_counter("events", "counted elsewhere", "type", lambda: totals, subsystem="x")
+    text = m.render().decode()
+    assert "# TYPE binlog_x_events_total counter" in text  # declared before any series
+    assert samples(m.render()) == {}
+    totals.update(ok=2, failed=0)
+    got = samples(m.render())
+    assert got[("binlog_x_events_total", (("type", "ok"),))] == 2
+    assert got[("binlog_x_events_total", (("type", "failed"),))] == 0
+    totals["ok"] = 5
+    assert samples(m.render())[("binlog_x_events_total", (("type", "ok"),))] == 5

@@ -66,7 +66,9 @@ class PumpsClient:
     :class:`~pumpclient.source.PumpSource`. Times are in seconds.
     ``ssl_context`` (a client context trusting the pumps' CA, with a client
     certificate if the pumps check one) turns on TLS; the client sets its
-    ALPN protocol to ``h2``.
+    ALPN protocol to ``h2``. ``stats``: the counters to add to (an owner that opens
+    clients one after another passes the same one, so its totals only grow); default: the
+    client's own.
     """
 
     def __init__(
@@ -86,12 +88,13 @@ class PumpsClient:
         max_batch_bytes: int = DEFAULT_MAX_BYTES,
         max_batches_in_flight: int = DEFAULT_IN_FLIGHT,
         clock: Clock | None = None,
+        stats: ClientStats | None = None,
     ) -> None:
         self._source: PumpSource = (
             cast(PumpSource, source) if hasattr(source, "list_pumps") else KvPumpSource(source)
         )
         self.cluster_id = cluster_id
-        self.stats = ClientStats()
+        self.stats = stats if stats is not None else ClientStats()
         self.batch = batch
         self._write_timeout = write_timeout
         self._retry_interval = retry_interval

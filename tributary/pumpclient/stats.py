@@ -1,5 +1,10 @@
-"""Counters of one pump client, as plain numbers (exported by the owner's
-metrics layer). Invariant: counters only grow."""
+"""Counters of one pump client, as plain numbers. Invariant: counters only grow.
+
+Exported where a service owns the client: for ``pump://`` sinks (``sinks.pump.counters``) the
+drainer's ``/metrics`` has ``binlog_drainer_pump_client_events_total{type}`` and the capture's
+``ticdc_sink_pump_client_events_total{type}``, ``type`` being a field name below. The load
+generator's and the demo's clients live for one run and export nothing.
+"""
 
 from __future__ import annotations
 

@@ -10,11 +10,14 @@ transactions up to the checkpoint.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tributary.change import Txn
 from tributary.errors import TributaryError
+
+if TYPE_CHECKING:
+    from tributary.pumpclient.stats import ClientStats
 
 
 class SinkError(TributaryError):
@@ -59,6 +62,9 @@ class SinkOptions:
     # the key of a SQL sink's DDL record (which DDLs ran downstream); None: ``cluster_id``.
     # The runs of a spread changefeed, each with a checkpoint row of its own, share one.
     ddl_key: int | None = None
+    # the counters a pump:// sink's client adds to (``sinks.pump.counters``: the owner's, so
+    # they outlive the sink); None: the client's own. Other sinks ignore it.
+    pump_stats: ClientStats | None = field(default=None, compare=False)
 
 
 class Sink(Protocol):

@@ -15,7 +15,9 @@ Services keep plain numbers on their hot paths and copy them into the families i
 
 A histogram observed per binlog is a ``plain_histogram``: its children are plain bucket
 counts (``PlainBuckets.observe`` is one ``bisect`` and two additions, no lock) that a collector
-reads on each scrape, exposed exactly as a prometheus_client histogram.
+reads on each scrape, exposed exactly as a prometheus_client histogram. A ``plain_counter``
+is the same for counters some other object keeps (a pump client's ``ClientStats``): a
+callback returns the totals on each scrape, exposed as a counter (``<name>_total``).
 
 Go's client exposes a counter under its exact name while prometheus_client appends ``_total``;
 ``exact_counter`` keeps tidb-binlog's names (``binlog_pump_storage_error_count``) for dashboards
@@ -25,7 +27,7 @@ and alert rules written against them, exposed with ``# TYPE ... untyped``.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import cast
 
 from prometheus_client import (
@@ -40,7 +42,7 @@ from prometheus_client import (
 )
 from prometheus_client import utils as _utils
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 """Content-Type of ``render``'s output (Prometheus text format 0.0.4)."""
@@ -149,6 +151,31 @@ class PlainHistogram:
         yield family
 
 
+class PlainCounter:
+    """A counter family with one label whose totals ``read`` returns on each scrape, as
+    ``{label value: total}``; collected as a counter. The totals must only grow."""
+
+    def __init__(
+        self, name: str, documentation: str, label: str, read: Callable[[], Mapping[str, float]]
+    ) -> None:
+        self.name = name
+        self._doc = documentation
+        self._label = label
+        self._read = read
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(self.name, self._doc, labels=(self._label,))
+
+    def describe(self) -> Iterator[Metric]:
+        yield self._family()  # the registry learns the names without calling ``read``
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for value, total in self._read().items():
+            family.add_metric([value], total)
+        yield family
+
+
 class _BeforeScrape:
     """A collector that yields nothing but runs a hook first on every scrape."""
 
@@ -247,6 +274,20 @@ class Metrics:
     ) -> PlainHistogram:
         """A histogram for hot paths: observed on plain numbers, read at scrape time."""
         family = PlainHistogram(self.name(name, subsystem), documentation, labels, buckets)
+        self.registry.register(family)
+        return family
+
+    def plain_counter(
+        self,
+        name: str,
+        documentation: str,
+        label: str,
+        read: Callable[[], Mapping[str, float]],
+        *,
+        subsystem: str | None = None,
+    ) -> PlainCounter:
+        """A counter (``<name>_total{label}``) of totals kept elsewhere, ``read`` on each scrape."""
+        family = PlainCounter(self.name(name, subsystem), documentation, label, read)
         self.registry.register(family)
         return family
 

@@ -170,7 +170,12 @@ async def open_url(url: SplitResult, options: SinkOptions) -> PumpSink:
         clock = dataclasses.replace(clock, cluster_id=cluster_id)
         tso: Tso = await stack.enter_async_context(clock.tso(kv, ssl_context=ssl))
         pumps = await stack.enter_async_context(
-            PumpsClient(kv, cluster_id, ssl_context=client_context(cfg.security))
+            PumpsClient(
+                kv,
+                cluster_id,
+                ssl_context=client_context(cfg.security),
+                stats=options.pump_stats,
+            )
         )
         sink = PumpSink(kv, tso, pumps, cfg.name, safe_mode=options.safe_mode, resources=stack)
         return await sink.start()
