@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from binlog_operator import GROUP, KIND, PLURAL, VERSION
+from binlog_operator.feedkafka import CLAIM_CHECK_DIR
 
 Schema = dict[str, Any]
 
@@ -112,13 +113,58 @@ _FEED_KAFKA = _obj(
             "type": "boolean",
             "description": "canal-json: commit ts and watermark events",
         },
+        "contentCompatible": {
+            "type": "boolean",
+            "description": "canal-json: Canal's full mysqlType (decimal(10,2)) and an UPDATE's "
+            "old with the changed columns only (content-compatible)",
+        },
+        "onlyOutputUpdatedColumns": {
+            "type": "boolean",
+            "description": "canal-json: an UPDATE's old with the changed columns only",
+        },
+        "maxBatchSize": {**_POSITIVE, "description": "open-protocol: row events per message (16)"},
+        "largeMessageHandleOption": {
+            **_STR,
+            "enum": ["none", "claim-check"],
+            "description": "open-protocol: a row over maxMessageBytes stops the changefeed "
+            "naming it (none), or goes to a file of the claim-check storage and the message "
+            "carries its location (claim-check)",
+        },
+        "claimCheckStorageURI": {
+            **_STR,
+            "description": "with claim-check: file:///DIR, DIR in the claim's mount "
+            f"{CLAIM_CHECK_DIR}/<claimCheckVolumeClaim> "
+            f"(default {CLAIM_CHECK_DIR}/<claimCheckVolumeClaim>/<id>)",
+        },
+        "claimCheckVolumeClaim": {
+            **_STR,
+            "description": "with claim-check: an existing PersistentVolumeClaim (ReadWriteMany "
+            "with more than one capture) mounted in the capture pods at "
+            f"{CLAIM_CHECK_DIR}/<name>; consumers mount it at the same path to read the files",
+        },
+        "kafkaVersion": {
+            **_STR,
+            "pattern": r"^[0-9]+(\.[0-9]+){1,3}$",
+            "description": "TiCDC's kafka-version, e.g. 2.4.0 (accepted; the client negotiates)",
+        },
+        "autoCreateTopic": {
+            "type": "boolean",
+            "description": "create missing topics with partitionNum and replicationFactor (true)",
+        },
+        "ackTimeout": {
+            "type": "number",
+            "minimum": 0,
+            "exclusiveMinimum": True,
+            "description": "seconds a batch may wait for the brokers' acks before it is retried "
+            "(30)",
+        },
         "sasl": _KAFKA["properties"]["sasl"],
         "tls": _KAFKA["properties"]["tls"],
     },
     ["brokers", "topic"],
     description="a Kafka sink (TiCDC's canal-json or open-protocol), instead of sinkURI; the "
-    "SASL credentials are read from the Secret into the sink URL, the TLS files are mounted in "
-    "the capture pods",
+    "SASL credentials are read from the Secret into the sink URL, the TLS files and the "
+    "claim-check volume are mounted in the capture pods",
 )
 
 CHANGEFEED_ITEM = _obj(

@@ -6,7 +6,9 @@ cluster's spec) or as ``kafka`` (brokers, topic, TiCDC protocol and options, SAS
 TLS files from Secrets, as a drainer's ``kafka`` block). The operator reads the SASL Secret and
 puts the user and password in the URL's user part (the capture cluster keeps the sink URL in
 etcd, as TiCDC does, and every view of it masks the password); the TLS Secret is mounted in the
-capture pods at ``KAFKA_TLS_DIR/<secret>``, and the URL names those files.
+capture pods at ``KAFKA_TLS_DIR/<secret>``, and the URL names those files; a claim-check
+PersistentVolumeClaim (open-protocol's large messages) is mounted at ``feedkafka.claim_dir``, and
+the URL's ``claim-check-storage-uri`` is a directory in it (``feedkafka`` parses the block).
 
 Invariants: only changefeeds the operator created (``managed``, kept in the cluster's status) are
 ever removed, so a changefeed made with ``binlog-cdc cli`` is left alone; a changefeed is updated
@@ -31,51 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from binlog_operator.kafkasink import (
-    KAFKA_TLS_DIR,
-    KafkaSasl,
-    KafkaTls,
-    parse_brokers,
-    parse_sasl,
-    parse_tls,
-    parse_topic,
-)
+from binlog_operator.feedkafka import FeedKafka, parse_feed_kafka
+from binlog_operator.kafkasink import KAFKA_TLS_DIR
 
-PROTOCOLS = ("canal-json", "open-protocol")
-DISPATCHERS = ("table", "index-value", "ts")
 _ID = re.compile(r"^[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*$")  # TiCDC's changefeed id rule
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@?#]*:[^/@?#]*@")
 _FIELDS = {"id", "sinkURI", "kafka", "startTS", "config"}
-_KAFKA_FIELDS = {
-    "brokers",
-    "topic",
-    "protocol",
-    "partitionNum",
-    "replicationFactor",
-    "maxMessageBytes",
-    "dispatcher",
-    "topicRule",
-    "enableTidbExtension",
-    "sasl",
-    "tls",
-}
-# TiCDC's URL keys for the numeric options
-_KAFKA_NUMBERS = {
-    "partitionNum": "partition-num",
-    "replicationFactor": "replication-factor",
-    "maxMessageBytes": "max-message-bytes",
-}
-
-
-@dataclass(frozen=True)
-class FeedKafka:
-    brokers: tuple[str, ...]
-    topic: str
-    protocol: str = "canal-json"
-    options: tuple[tuple[str, str], ...] = ()  # TiCDC URL keys, in a stable order
-    sasl: KafkaSasl | None = None
-    tls: KafkaTls | None = None
 
 
 @dataclass(frozen=True)
@@ -122,7 +86,7 @@ def _feed(raw: object, where: str, problems: list[str]) -> FeedSpec:
             f"{where}.id: {feed_id!r} must be letters and digits, with single '-' between them"
         )
     sink = str(f.get("sinkURI") or "")
-    kafka = _kafka(f.get("kafka"), f"{where}.kafka", problems)
+    kafka = parse_feed_kafka(f.get("kafka"), feed_id, f"{where}.kafka", problems)
     if sink and kafka is not None:
         problems.append(f"{where}: sinkURI and kafka name the sink twice; give one of them")
     elif not sink and kafka is None:
@@ -146,62 +110,6 @@ def _feed(raw: object, where: str, problems: list[str]) -> FeedSpec:
     return FeedSpec(feed_id, sink, kafka, start, dict(config))
 
 
-def _kafka(raw: object, where: str, problems: list[str]) -> FeedKafka | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, Mapping):
-        problems.append(f"{where}: must be an object, not {type(raw).__name__}")
-        return None
-    k = dict(raw)
-    problems += [f"{where}.{u}: unknown field" for u in sorted(set(k) - _KAFKA_FIELDS)]
-    brokers = parse_brokers(k.get("brokers"), f"{where}.brokers", problems)
-    topic = parse_topic(k.get("topic"), f"{where}.topic", problems)
-    if not topic:
-        problems.append(f"{where}.topic: required (the changefeed's default topic)")
-    protocol = str(k.get("protocol", "canal-json"))
-    if protocol not in PROTOCOLS:
-        problems.append(f"{where}.protocol: {protocol!r} must be one of {', '.join(PROTOCOLS)}")
-    options: list[tuple[str, str]] = []
-    for name, key in _KAFKA_NUMBERS.items():
-        value = k.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems.append(f"{where}.{name}: {value!r} must be an integer of at least 1")
-        else:
-            options.append((key, str(value)))
-    dispatcher = k.get("dispatcher")
-    if dispatcher is not None:
-        if dispatcher not in DISPATCHERS:
-            problems.append(
-                f"{where}.dispatcher: {dispatcher!r} must be one of {', '.join(DISPATCHERS)}"
-            )
-        else:
-            options.append(("dispatcher", str(dispatcher)))
-    rule = k.get("topicRule")
-    if rule is not None:
-        if not isinstance(rule, str) or not rule:
-            problems.append(f"{where}.topicRule: must be a string such as {{schema}}_{{table}}")
-        else:
-            options.append(("topic-rule", rule))
-    extension = k.get("enableTidbExtension")
-    if extension is not None:
-        if not isinstance(extension, bool):
-            problems.append(f"{where}.enableTidbExtension: {extension!r} must be true or false")
-        elif protocol != "canal-json":
-            problems.append(f"{where}.enableTidbExtension: only used with protocol canal-json")
-        elif extension:
-            options.append(("enable-tidb-extension", "true"))
-    return FeedKafka(
-        brokers=brokers,
-        topic=topic,
-        protocol=protocol,
-        options=tuple(options),
-        sasl=parse_sasl(k.get("sasl"), f"{where}.sasl", problems),
-        tls=parse_tls(k.get("tls"), f"{where}.tls", problems),
-    )
-
-
 def tls_dir(secret: str) -> str:
     """Where the capture pods mount a changefeed's TLS Secret."""
     return f"{KAFKA_TLS_DIR}/{secret}"
@@ -217,6 +125,12 @@ def tls_secrets(feeds: tuple[FeedSpec, ...]) -> dict[str, tuple[str, ...]]:
                 k for k in (t.ca_key, t.cert_key, t.key_key) if k
             )
     return {s: tuple(sorted(keys)) for s, keys in sorted(found.items())}
+
+
+def claim_check_claims(feeds: tuple[FeedSpec, ...]) -> tuple[str, ...]:
+    """The claim-check PersistentVolumeClaims the changefeeds name, each once, for the capture
+    pods' volumes."""
+    return tuple(sorted({f.kafka.claim_check_claim for f in feeds if f.kafka} - {""}))
 
 
 def sink_uri(f: FeedSpec, credentials: tuple[str, str] | None = None) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from binlog_operator import GROUP, KIND, MANAGER, VERSION, feedspec, kafkasink
+from binlog_operator import GROUP, KIND, MANAGER, VERSION, feedkafka, feedspec, kafkasink
 from binlog_operator.configs import (
     CAPTURE_CLUSTER_ID,
     CAPTURE_PORT,
@@ -182,7 +182,7 @@ def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:
         env,
         https=True,
     )
-    pod = _with_feed_tls(pod, spec)
+    pod = _with_claim_checks(_with_feed_tls(pod, spec), spec)
     return [service(name, lbl, ports), stateful_set(name, lbl, spec.captures.replicas, pod)]
 
 
@@ -203,6 +203,29 @@ def _with_feed_tls(pod: Pod, spec: ClusterSpec) -> Pod:
             {"name": f"feed-tls-{i}", "mountPath": feedspec.tls_dir(secret), "readOnly": True}
         )
     return replace(pod, volumes=(*pod.volumes, *volumes), mounts=(*pod.mounts, *mounts))
+
+
+def _with_claim_checks(pod: Pod, spec: ClusterSpec) -> Pod:
+    """Each claim-check PersistentVolumeClaim a declared changefeed names, mounted read-write at
+    ``feedkafka.claim_dir(claim)`` (its ``claim-check-storage-uri`` is there), with the image's
+    user as the volumes' group so the capture can write to it."""
+    claims = feedspec.claim_check_claims(spec.captures.changefeeds)
+    if not claims:
+        return pod
+    volumes = tuple(
+        {"name": f"claim-check-{i}", "persistentVolumeClaim": {"claimName": claim}}
+        for i, claim in enumerate(claims)
+    )
+    mounts = tuple(
+        {"name": f"claim-check-{i}", "mountPath": feedkafka.claim_dir(claim)}
+        for i, claim in enumerate(claims)
+    )
+    return replace(
+        pod,
+        volumes=(*pod.volumes, *volumes),
+        mounts=(*pod.mounts, *mounts),
+        fs_group=IMAGE_UID,
+    )
 
 
 def _with_kafka(pod: Pod, d: DrainerSpec) -> Pod:

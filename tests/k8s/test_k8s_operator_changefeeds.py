@@ -3,12 +3,13 @@ real capture cluster: a real capture process (upstream MariaDB, etcd) and a real
 with a SASL listener.
 
 ``captures.changefeeds`` declares a canal-json Kafka changefeed whose SASL credentials come from
-a Secret, and a plain one. The operator creates both through the capture's HTTP API (the Kafka
-one reaches the broker through its SASL listener, so the credentials arrived), reports their
-state with the password masked, moves the Kafka one to another topic when the spec changes
-(paused, updated, resumed: the rows written after land in the new topic), removes the plain one
-when it leaves the spec, and leaves a changefeed made by hand alone. A changefeed whose Secret
-is missing is shown ``pending`` with the reason.
+a Secret (with content-compatible, kafka-version and ack-timeout from the spec: the messages
+carry Canal's full column types), and a plain one. The operator creates both through the
+capture's HTTP API (the Kafka one reaches the broker through its SASL listener, so the
+credentials arrived), reports their state with the password masked, moves the Kafka one to
+another topic when the spec changes (paused, updated, resumed: the rows written after land in
+the new topic), removes the plain one when it leaves the spec, and leaves a changefeed made by
+hand alone. A changefeed whose Secret is missing is shown ``pending`` with the reason.
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ async def test_declared_changefeeds_are_created_updated_and_removed_on_real_capt
         "topic": "orders",
         "protocol": "canal-json",
         "partitionNum": 1,
+        "contentCompatible": True,
+        "kafkaVersion": "2.4.0",
+        "ackTimeout": 20,
         "sasl": {"secretName": "kafka-user"},
     }
     declared = [
@@ -137,8 +141,10 @@ async def test_declared_changefeeds_are_created_updated_and_removed_on_real_capt
                     "to-kafka and audit normal",
                 )
                 shown = feeds_status(kube)
-                assert shown["to-kafka"]["sinkURI"].startswith(
+                assert shown["to-kafka"]["sinkURI"] == (
                     f"kafka://app:******@{broker.sasl_bootstrap}/orders?protocol=canal-json"
+                    "&partition-num=1&content-compatible=true&kafka-version=2.4.0"
+                    "&ack-timeout=20&sasl-mechanism=PLAIN"
                 )
                 assert PASSWORD not in json.dumps(kube.get("bc", "cf", "-n", NS))
                 pending = shown["no-secret"]
@@ -166,6 +172,13 @@ async def test_declared_changefeeds_are_created_updated_and_removed_on_real_capt
                     return ids <= seen
 
                 await until(lambda: inserted("orders", {"1", "2"}), 60)
+                # content-compatible reached the capture: Canal's full column types
+                types = [
+                    m["mysqlType"]
+                    for m in await rows_in(broker.bootstrap, "orders")
+                    if m.get("type") == "INSERT"
+                ]
+                assert types[0] == {"id": "int(11)", "name": "varchar(32)"}
 
                 # another topic: paused, updated, resumed; audit leaves the spec
                 moved = {**kafka, "topic": "orders-v2"}
