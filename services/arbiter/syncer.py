@@ -29,7 +29,7 @@ from typing import Protocol
 
 from services.arbiter.checkpoint import STATUS_RUNNING, ArbiterCheckpoint, CheckpointStore
 from services.arbiter.errors import MalformedMessage
-from tributary.change import Txn
+from tributary.change import RowChange, Txn
 from tributary.errors import TributaryError
 from tributary.sinks import Sink, SinkError
 from tributary.sinks.kafka.secondary import decode_txn
@@ -46,6 +46,7 @@ class Record:
     offset: int
     value: bytes | None
     partition: int = 0
+    txn: Txn | None = None  # the message decoded, when the source already did (the merge)
 
 
 class Source(Protocol):
@@ -115,9 +116,12 @@ class Syncer:
         bad: MalformedMessage | None = None
         end = records[-1].offset + 1
         taken: set[bytes | None] = set()  # the messages at the ts ``last`` taken in this round
+        parts: dict[int, list[RowChange]] = {}  # txns[i]: the rows of its later parts
         for r in records:
             try:
-                txn = decode(self._source.topic, r.partition, r.offset, r.value)
+                txn = r.txn
+                if txn is None:
+                    txn = decode(self._source.topic, r.partition, r.offset, r.value)
             except MalformedMessage as e:
                 if not self._skip:
                     bad, end = e, r.offset
@@ -129,7 +133,7 @@ class Syncer:
             if txns and txn.commit_ts == last and r.value not in taken:
                 taken.add(r.value)  # another part of the same transaction: join it
                 if txn.ddl is None and txns[-1].ddl is None:
-                    txns[-1] = replace(txns[-1], rows=txns[-1].rows + txn.rows)
+                    parts.setdefault(len(txns) - 1, []).extend(txn.rows)
                 continue  # a DDL is on every partition: once is enough
             if txn.commit_ts <= last:
                 log.info(
@@ -142,6 +146,8 @@ class Syncer:
             txns.append(txn)
             last = txn.commit_ts
             taken = {r.value}
+        for i, rows in parts.items():  # joined once: per-row messages would be quadratic
+            txns[i] = replace(txns[i], rows=txns[i].rows + tuple(rows))
         await self._apply(txns)
         self.last_ts = last
         if self._partition is not None:
