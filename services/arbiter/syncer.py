@@ -32,7 +32,7 @@ from services.arbiter.errors import MalformedMessage
 from tributary.change import RowChange, Txn
 from tributary.errors import TributaryError
 from tributary.sinks import Sink, SinkError
-from tributary.sinks.kafka.secondary import decode_txn
+from tributary.sinks.kafka.secondary_read import decode_txn
 
 log = logging.getLogger(__name__)
 

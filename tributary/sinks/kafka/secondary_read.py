@@ -21,11 +21,14 @@ blob types ``bytes_value``; json ``bytes_value`` as text; anything else ``string
 another number of columns than the table's column infos is refused.
 
 Speed: the rows (``TableMutation``, ``Row``, ``Column``) are read by one loop per row, each column
-into locals, the value picked by a small kind number per column. Everything in a ``Table`` but its
-mutations (names, column infos, keys) is its header; the header's bytes key a cache of what they
-give (the ``TableInfo``, column names and value kinds), and a ``TableInfo`` is shared by every
-header of the same table shape (schema, table, columns, keys), so a stream of one table's
-messages reads its header once and hands the sinks one ``TableInfo`` object. Messages, and the
+into locals, the value picked by a small kind number per column; varints of one and two bytes
+(keys, ids, lengths of rows) are read inline, and one that runs past its message is caught by
+the length checks after it (or an IndexError at the end of the payload, reported the same).
+Everything in a ``Table`` but its mutations (names, column infos, keys) is its header; the
+header's bytes key a cache of what they give (the ``TableInfo``, column names and value kinds),
+and a ``TableInfo`` is shared by every header of the same table shape (schema, table, columns,
+keys), so a stream of one table's messages reads its header once and hands the sinks one
+``TableInfo`` object. Messages, and the
 parts a message does not use (an earlier ``row`` of a mutation that has two, a DDL's
 ``dml_data``), go through the plain schema-driven ``_read``/``_check``.
 """
@@ -263,8 +266,11 @@ def _row(data: bytes, pos: int, end: int, header: _Header) -> dict[str, SqlValue
         n = data[pos]
         if n < 0x80:
             pos += 1
+        elif data[pos + 1] < 0x80:
+            n = n & 0x7F | data[pos + 1] << 7
+            pos += 2
         else:
-            n, pos = _varint(data, pos, end)
+            n, pos = read_varint(data, pos, end, _Bad)
         stop = pos + n
         if stop > end:
             raise _Bad("a column runs past the end of its row")
@@ -283,8 +289,11 @@ def _row(data: bytes, pos: int, end: int, header: _Header) -> dict[str, SqlValue
                 v = data[pos]
                 if v < 0x80:
                     pos += 1
+                elif data[pos + 1] < 0x80:
+                    v = v & 0x7F | data[pos + 1] << 7
+                    pos += 2
                 else:
-                    v, pos = _varint(data, pos, stop)
+                    v, pos = read_varint(data, pos, stop, _Bad)
                 if key == 0x10:
                     i64 = v - _UINT64 if v >= _INT64_SIGN else v
                 elif key == 0x18:
@@ -295,8 +304,11 @@ def _row(data: bytes, pos: int, end: int, header: _Header) -> dict[str, SqlValue
                 n = data[pos]
                 if n < 0x80:
                     pos += 1
+                elif data[pos + 1] < 0x80:
+                    n = n & 0x7F | data[pos + 1] << 7
+                    pos += 2
                 else:
-                    n, pos = _varint(data, pos, stop)
+                    n, pos = read_varint(data, pos, stop, _Bad)
                 start = pos
                 pos += n
                 if pos > stop:
@@ -366,8 +378,11 @@ def _mutation(data: bytes, pos: int, end: int, header: _Header) -> RowChange:
             n = data[pos]
             if n < 0x80:
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                n = n & 0x7F | data[pos + 1] << 7
+                pos += 2
             else:
-                n, pos = _varint(data, pos, end)
+                n, pos = read_varint(data, pos, end, _Bad)
             stop = pos + n
             if stop > end:
                 raise _Bad("a row runs past the end of its mutation")
@@ -407,8 +422,11 @@ def _table(data: bytes, pos: int, end: int, out: list[RowChange]) -> None:
             n = data[pos]
             if n < 0x80:
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                n = n & 0x7F | data[pos + 1] << 7
+                pos += 2
             else:
-                n, pos = _varint(data, pos, end)
+                n, pos = read_varint(data, pos, end, _Bad)
             stop = pos + n
             if stop > end:
                 raise _Bad("a mutation runs past the end of its table")
