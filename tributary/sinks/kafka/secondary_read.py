@@ -28,9 +28,9 @@ Everything in a ``Table`` but its mutations (names, column infos, keys) is its h
 header's bytes key a cache of what they give (the ``TableInfo``, column names and value kinds),
 and a ``TableInfo`` is shared by every header of the same table shape (schema, table, columns,
 keys), so a stream of one table's messages reads its header once and hands the sinks one
-``TableInfo`` object. Messages, and the
-parts a message does not use (an earlier ``row`` of a mutation that has two, a DDL's
-``dml_data``), go through the plain schema-driven ``_read``/``_check``.
+``TableInfo`` object. Messages, headers, and the parts a message does not use (an earlier
+``row`` of a mutation that has two, a DDL's ``dml_data``) go through the plain schema-driven
+``_read``/``_check``.
 """
 
 from __future__ import annotations
