@@ -261,6 +261,7 @@ MALFORMED = {
     "mutation type as bytes": mutation(ld(1, b"") + GOOD_ROW),
     "mutations as varint": dml(ld(1, b"db") + vi(4, 1)),
     "column value past its column": mutation(ld(2, ld(1, b"\x10"))),
+    "mutation type past its mutation": dml(INFO + ld(4, GOOD_ROW + b"\x08") + ld(1, b"db")),
     "too few columns": mutation(ld(2, b"")),
     "too many columns": mutation(ld(2, ld(1, vi(2, 1)) + ld(1, vi(2, 2)))),
     "update without its old row": mutation(vi(1, 1) + GOOD_ROW),

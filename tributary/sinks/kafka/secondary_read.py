@@ -389,12 +389,19 @@ def _mutation(data: bytes, pos: int, end: int, header: _Header) -> RowChange:
             (rows if key == 0x12 else olds).append((pos, stop))
             pos = stop
         elif key == 0x08:
-            kind, pos = _varint(data, pos, end)
+            kind = data[pos]
+            if kind < 0x80:
+                pos += 1
+            else:
+                kind, pos = _varint(data, pos, end)
         elif 1 <= key >> 3 <= 3:
             raise _Bad(f"TableMutation field {key >> 3} has wire type {key & 7}")
         else:
             pos = _skip(data, pos, key, end)
-    kind = _int32(kind)
+    if pos > end:
+        raise _Bad("the mutation type runs past the end of its mutation")
+    if kind > 2:
+        kind = _int32(kind)
     for span in rows[:-1]:
         _check(data, span, _ROW)
     for span in olds if kind != 1 else olds[:-1]:
