@@ -1,10 +1,12 @@
 """Fuzz targets for messages other programs write: Kafka messages and the file sink's pb files.
 
 The arbiter's reading of tidb-binlog's secondary binlog (``services.arbiter.syncer.decode``:
-every refusal a ``MalformedMessage``), canal-json and Open Protocol decoding (the Kafka sinks
-read messages back to rebuild the upstream), reparo's reading of a pb binlog file (a segment
-written whole, then ``read_txns``), the TiDB row formats a drainer decodes, the payloads the
-pump takes (``WriteBinlogReq`` then the binlog header) and the drainer pulls.
+every refusal a ``MalformedMessage``; ``secondary_read``: the hand-written reader against the
+generated classes, the same transaction or both refusing), canal-json and Open Protocol
+decoding (the Kafka sinks read messages back to rebuild the upstream), reparo's reading of a pb
+binlog file (a segment written whole, then ``read_txns``), the TiDB row formats a drainer
+decodes, the payloads the pump takes (``WriteBinlogReq`` then the binlog header) and the
+drainer pulls.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from services.arbiter.syncer import decode as arbiter_decode
 from services.reparo.reader import read_txns
+from tests.support import secondary_reference
 from tributary.change import ColumnInfo, Ddl, RowChange, RowKind, TableInfo, Txn
 from tributary.sinks.file import binlogfile, pbcodec
 from tributary.sinks.kafka import canal, openproto, secondary
@@ -58,6 +61,28 @@ def secondary_seeds() -> list[bytes]:
         secondary.encode_txn(Txn(11, 10, ddl=_DDL)),
     ]
     return [m for m in out if m]
+
+
+def secondary_read(raw: bytes) -> None:
+    """The hand-written reader against the generated betterproto classes: both take a message
+    with the same transaction, or both refuse it; a disagreement is a crash."""
+    try:
+        want: object = secondary_reference.canonical(secondary_reference.decode_txn(raw))
+    except Exception:  # the codec's errors, and ValueErrors of the values
+        want = "refused"
+    try:
+        got: object = secondary_reference.canonical(secondary.decode_txn(raw))
+    except secondary.SecondaryBinlogError:
+        if want != "refused":
+            raise AssertionError(f"refused what betterproto takes: {want}") from None
+        raise
+    if got != want:
+        raise AssertionError(f"read {got}, betterproto {want}")
+
+
+def secondary_read_seeds() -> list[bytes]:
+    txns = secondary_reference.sample_txns()[:6]  # DDLs, then rows of every type
+    return secondary_seeds() + [m for m in map(secondary.encode_txn, txns) if m]
 
 
 def canal_message(raw: bytes) -> None:

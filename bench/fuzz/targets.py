@@ -99,6 +99,7 @@ TARGETS: dict[str, tuple[Callable[[bytes], object], list[bytes]]] = {
     "pull_payload": (msg.pull_payload, msg.wire_seeds(_binlog_seeds())[1]),
     "tidb_rows": (msg.tidb_rows, msg.row_seeds()),
     "arbiter_message": (msg.arbiter_message, msg.secondary_seeds()),
+    "secondary_read": (msg.secondary_read, msg.secondary_read_seeds()),
     "canal_json": (msg.canal_message, msg.canal_seeds()),
     "open_protocol": (msg.open_message, msg.open_seeds()),
     "reparo_file": (msg.reparo_file, msg.reparo_seeds()),

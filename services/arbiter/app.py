@@ -34,11 +34,11 @@ from services.arbiter.checkpoint import (
     open_store,
 )
 from services.arbiter.config import ArbiterConfig
-from services.arbiter.errors import MalformedMessage
 from services.arbiter.merge import PartitionMerge
 from services.arbiter.metrics import ArbiterMetrics
 from services.arbiter.reader import PARTITION, TopicReader
 from services.arbiter.syncer import Record, Syncer, decode
+from tributary.change import Txn
 from tributary.errors import TributaryError
 from tributary.net import split_host_port
 from tributary.sinks import Sink, SinkOptions
@@ -81,16 +81,9 @@ def _ts_in(topic: str, partition: int) -> Callable[[int, bytes | None], int]:
     return lambda offset, value: decode(topic, partition, offset, value).commit_ts
 
 
-def commit_ts(topic: str) -> Callable[[Record], int]:
-    """A message's commit ts for the merge (-1 for one that does not decode)."""
-
-    def of(r: Record) -> int:
-        try:
-            return decode(topic, r.partition, r.offset, r.value).commit_ts
-        except MalformedMessage:
-            return -1
-
-    return of
+def decoder(topic: str) -> Callable[[Record], Txn]:
+    """A message's transaction, for the merge (MalformedMessage for one that does not decode)."""
+    return lambda r: decode(topic, r.partition, r.offset, r.value)
 
 
 async def _safe_mode_window(sink: Sink, stop: asyncio.Event) -> None:
@@ -147,7 +140,7 @@ async def serve(cfg: ArbiterConfig, stop: asyncio.Event) -> None:
             await reader.seek(offset, p)
         single = list(offsets) == [PARTITION]
         syncer = Syncer(
-            PartitionMerge(reader, commit_ts(up.topic)),
+            PartitionMerge(reader, decoder(up.topic)),
             sink,
             store,
             last_ts=last_ts,

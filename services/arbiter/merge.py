@@ -17,7 +17,8 @@ other parts were read would come after its ts was applied (the drainer sends all
 batch before it waits for the acks, so the window is that of one batch in flight).
 
 A message that does not decode has no commit ts: it is handed out as soon as it heads its
-queue, so the syncer stops on it (or skips it) at its place.
+queue, so the syncer stops on it (or skips it) at its place. One that does is handed out with
+its transaction (``Record.txn``): each message is decoded once.
 """
 
 from __future__ import annotations
@@ -25,20 +26,28 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
+from services.arbiter.errors import MalformedMessage
 from services.arbiter.reader import TopicReader
 from services.arbiter.syncer import Record
+from tributary.change import Txn
 
 
 class PartitionMerge:
-    def __init__(self, reader: TopicReader, commit_ts: Callable[[Record], int]) -> None:
+    def __init__(self, reader: TopicReader, decode: Callable[[Record], Txn]) -> None:
         self.topic = reader.topic
         self._reader = reader
-        self._commit_ts = commit_ts  # -1 for a message that does not decode
+        self._decode = decode  # MalformedMessage for a message that does not decode
         self._queues: dict[int, deque[tuple[int, Record]]] = {p: deque() for p in reader.partitions}
 
     async def fetch(self, max_records: int, wait: float) -> list[Record]:
         for r in await self._reader.fetch(max_records, wait):
-            self._queues[r.partition].append((self._commit_ts(r), r))
+            try:
+                txn = self._decode(r)
+            except MalformedMessage:
+                self._queues[r.partition].append((-1, r))
+                continue
+            decoded = Record(r.offset, r.value, r.partition, txn)
+            self._queues[r.partition].append((txn.commit_ts, decoded))
         out: list[Record] = []
         ends: dict[int, int] | None = None
         while len(out) < max_records:

@@ -9,7 +9,8 @@ arbiter skips them the same way), applies the rest as one sink batch and then sa
 status 1, next offset)``; the next offset is kept for a topic of one partition only (with more,
 a start finds each partition's place from the ts). Example: offsets 7..10 of partition 0 hold ts
 50 60 60 70, the second 60 a resend of the first, and the last applied ts is 50: the batch is
-[60, 70], the checkpoint becomes (70, 1, 11).
+[60, 70], the checkpoint becomes (70, 1, 11). ``run`` fetches (and the merge decodes) the next
+round's messages while a round is applied, so the arbiter's work overlaps the downstream's.
 
 A message that is not a secondary binlog stops the loop after what came before it is applied and
 checkpointed with the malformed message's offset as the next one, so a restart (once the topic
@@ -29,10 +30,10 @@ from typing import Protocol
 
 from services.arbiter.checkpoint import STATUS_RUNNING, ArbiterCheckpoint, CheckpointStore
 from services.arbiter.errors import MalformedMessage
-from tributary.change import Txn
+from tributary.change import RowChange, Txn
 from tributary.errors import TributaryError
 from tributary.sinks import Sink, SinkError
-from tributary.sinks.kafka.secondary import decode_txn
+from tributary.sinks.kafka.secondary_read import decode_txn
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class Record:
     offset: int
     value: bytes | None
     partition: int = 0
+    txn: Txn | None = None  # the message decoded, when the source already did (the merge)
 
 
 class Source(Protocol):
@@ -101,23 +103,48 @@ class Syncer:
         return ArbiterCheckpoint(self.last_ts, STATUS_RUNNING, self.next_offset)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Apply until ``stop`` is set (the batch in hand is finished first)."""
-        while not stop.is_set():
-            await self.step()
+        """Apply until ``stop`` is set (the batch in hand is finished first).
+
+        The next messages are fetched (and, by the merge, decoded) while a batch is applied and
+        checkpointed, one fetch ahead: the downstream's work and the arbiter's overlap. What
+        that fetch got is dropped when the loop ends (a stop, an error); the checkpoint never
+        covers it, so a start reads it again."""
+        ahead: asyncio.Task[list[Record]] | None = None
+        try:
+            while not stop.is_set():
+                records = await ahead if ahead is not None else await self._fetch()
+                ahead = None
+                if records:
+                    ahead = asyncio.create_task(self._fetch(), name="arbiter-fetch-ahead")
+                    await self._take(records)
+        finally:
+            if ahead is not None:
+                ahead.cancel()
+                await asyncio.gather(ahead, return_exceptions=True)
 
     async def step(self) -> int:
         """One round; the number of messages read."""
-        records = await self._source.fetch(MAX_BATCH, FETCH_WAIT)
-        if not records:
-            return 0
+        records = await self._fetch()
+        if records:
+            await self._take(records)
+        return len(records)
+
+    async def _fetch(self) -> list[Record]:
+        return await self._source.fetch(MAX_BATCH, FETCH_WAIT)
+
+    async def _take(self, records: list[Record]) -> None:
+        """Decode, join, drop repeats, apply, checkpoint."""
         txns: list[Txn] = []
         last = self.last_ts
         bad: MalformedMessage | None = None
         end = records[-1].offset + 1
         taken: set[bytes | None] = set()  # the messages at the ts ``last`` taken in this round
+        parts: dict[int, list[RowChange]] = {}  # txns[i]: the rows of its later parts
         for r in records:
             try:
-                txn = decode(self._source.topic, r.partition, r.offset, r.value)
+                txn = r.txn
+                if txn is None:
+                    txn = decode(self._source.topic, r.partition, r.offset, r.value)
             except MalformedMessage as e:
                 if not self._skip:
                     bad, end = e, r.offset
@@ -129,7 +156,7 @@ class Syncer:
             if txns and txn.commit_ts == last and r.value not in taken:
                 taken.add(r.value)  # another part of the same transaction: join it
                 if txn.ddl is None and txns[-1].ddl is None:
-                    txns[-1] = replace(txns[-1], rows=txns[-1].rows + txn.rows)
+                    parts.setdefault(len(txns) - 1, []).extend(txn.rows)
                 continue  # a DDL is on every partition: once is enough
             if txn.commit_ts <= last:
                 log.info(
@@ -142,6 +169,8 @@ class Syncer:
             txns.append(txn)
             last = txn.commit_ts
             taken = {r.value}
+        for i, rows in parts.items():  # joined once: per-row messages would be quadratic
+            txns[i] = replace(txns[i], rows=txns[i].rows + tuple(rows))
         await self._apply(txns)
         self.last_ts = last
         if self._partition is not None:
@@ -149,7 +178,6 @@ class Syncer:
         await self._store.save(self.checkpoint)
         if bad is not None:
             raise bad
-        return len(records)
 
     async def _apply(self, txns: list[Txn]) -> None:
         if not txns:

@@ -1,6 +1,9 @@
-"""The secondary-binlog encoder as first written: field by field, each nested message built
-and then wrapped with its tag and length. Slow and plain; ``tributary.sinks.kafka.secondary``
-must write exactly the same bytes (``tests/unit/test_sinks_kafka_secondary.py`` compares them).
+"""The secondary-binlog encoder and decoder as first written. The encoder goes field by field,
+each nested message built and then wrapped with its tag and length; the decoder reads with the
+generated betterproto classes. Slow and plain: ``tributary.sinks.kafka.secondary`` must write
+exactly the same bytes (``tests/unit/test_sinks_kafka_secondary.py`` compares them), and
+``secondary_read.decode_txn`` must give the same transactions and refuse what ``Binlog().parse``
+refuses (``tests/unit/test_secondary_read.py``, ``bench.fuzz``'s ``secondary_read`` target).
 """
 
 from __future__ import annotations
@@ -10,11 +13,12 @@ import struct
 from collections.abc import Iterator
 from decimal import Decimal
 
-from tributary.change import Row, RowChange, RowKind, SqlValue, TableInfo, Txn
+from tributary.change import Ddl, Row, RowChange, RowKind, SqlValue, TableInfo, Txn
 from tributary.sinks.file.pbcodec import ColType, column_type
 from tributary.sinks.kafka.secondary import SecondaryBinlogError, type_name
 from tributary.tidbcodec.enumset import enum_index, set_mask
 from tributary.varint import varint
+from tributary.wire.slave.binlog import Binlog, BinlogType, Column, MutationType, Table
 
 _INTS = frozenset({"tinyint", "smallint", "mediumint", "int", "bigint"})
 _BLOBS = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
@@ -136,3 +140,193 @@ def encode_txn(txn: Txn) -> bytes | None:
             muts.append(_len(4, m))
         tables.append(_len(1, head + b"".join(muts) + keys))
     return _uint(1, 0) + _uint(2, txn.commit_ts) + _len(3, b"".join(tables))
+
+
+# -- the decoder -------------------------------------------------------------------------------
+
+
+def _value(col: Column, name: str) -> SqlValue:
+    if col.is_null:
+        return None
+    if name in _INTS:
+        return col.int64_value or col.uint64_value
+    if name in ("float", "double"):
+        return col.double_value
+    if name in ("enum", "set"):
+        return col.uint64_value
+    if name == "bit":
+        return int.from_bytes(col.bytes_value, "big")
+    if name == "year":
+        return int(col.string_value) if col.string_value.isdigit() else col.string_value
+    if name in _BLOBS:
+        return col.bytes_value
+    if name == "json":
+        return col.bytes_value.decode("utf-8", "surrogateescape")
+    return col.string_value
+
+
+def _table_info(t: Table) -> TableInfo:
+    pk: tuple[str, ...] = ()
+    uks: dict[str, list[str]] = {}
+    for k in t.unique_keys:
+        if k.name == "PRIMARY":
+            pk = tuple(k.column_names)
+        else:
+            uks[k.name] = list(k.column_names)
+    cols = [(c.name, c.mysql_type) for c in t.column_info]
+    return TableInfo.build(t.schema_name, t.table_name, cols, pk, uks)
+
+
+def decode_txn(payload: bytes) -> Txn:
+    """A secondary binlog message back as a ``Txn``, read with the generated classes; any
+    exception for a message that is not one (the codec's, a ValueError of the values)."""
+    b = Binlog().parse(payload)
+    if b.type == BinlogType.DDL:
+        d = b.ddl_data
+        query = d.ddl_query.decode("utf-8", "surrogateescape")
+        return Txn(b.commit_ts, ddl=Ddl(d.schema_name, query, d.table_name))
+    rows: list[RowChange] = []
+    for t in b.dml_data.tables:
+        info = _table_info(t)
+        names = [(c.name, c.mysql_type) for c in t.column_info]
+        for m in t.mutations:
+            values = {n: _value(c, tp) for (n, tp), c in zip(names, m.row.columns, strict=True)}
+            if m.type == MutationType.Update:
+                old = {
+                    n: _value(c, tp) for (n, tp), c in zip(names, m.change_row.columns, strict=True)
+                }
+                rows.append(RowChange.update(info, old, values))
+            elif m.type == MutationType.Delete:
+                rows.append(RowChange.delete(info, values))
+            else:
+                rows.append(RowChange.insert(info, values))
+    return Txn(b.commit_ts, rows=tuple(rows))
+
+
+def canonical(txn: Txn) -> tuple[object, ...]:
+    """What two decoders must agree on, floats by ``repr`` (NaN equals NaN, -0.0 is not 0.0)."""
+
+    def row(values: Row | None) -> object:
+        return None if values is None else repr(list(values.items()))
+
+    return (
+        txn.commit_ts,
+        txn.ddl,
+        [(r.kind, r.table, row(r.values), row(r.old_values)) for r in txn.rows],
+    )
+
+
+# -- samples --------------------------------------------------------------------------------------
+
+WIDE = TableInfo.build(
+    "db",
+    "wide",
+    [
+        ("id", "bigint"),
+        ("ti", "tinyint"),
+        ("si", "smallint unsigned"),
+        ("mi", "mediumint"),
+        ("i", "int"),
+        ("u", "bigint unsigned"),
+        ("fl", "float"),
+        ("db", "double"),
+        ("dc", "decimal(20,6)"),
+        ("dt", "date"),
+        ("dtm", "datetime(6)"),
+        ("ts", "timestamp"),
+        ("tm", "time"),
+        ("yr", "year"),
+        ("b1", "bit(1)"),
+        ("b64", "bit(64)"),
+        ("ch", "char(10)"),
+        ("vc", "varchar(300)"),
+        ("tt", "tinytext"),
+        ("tx", "text"),
+        ("mt", "mediumtext"),
+        ("lt", "longtext"),
+        ("bn", "binary(4)"),
+        ("vb", "varbinary(300)"),
+        ("tb", "tinyblob"),
+        ("bl", "blob"),
+        ("mb", "mediumblob"),
+        ("lb", "longblob"),
+        ("js", "json"),
+        ("en", "enum('a','b','c')"),
+        ("st", "set('x','y','z')"),
+        ("vcb", "varchar(8) binary"),
+    ],
+    ["id"],
+    {"uk_vc": ["vc", "ch"], "uk_i": ["i"]},
+)
+SMALL = TableInfo.build("db2", "small", [("k", "int"), ("v", "varchar(10)")], ["k"])
+NOKEY = TableInfo.build("db2", "nokey", [("a", "int"), ("b", "text")])
+UKONLY = TableInfo.build("db2", "ukonly", [("a", "int"), ("b", "int")], (), {"uk": ["a"]})
+
+
+def wide_row(i: int) -> dict[str, SqlValue]:
+    """A row of ``WIDE`` with edge values picked by ``i`` (NULLs in every other column when
+    ``i`` is a multiple of 5)."""
+    big = "é" * (40 + i % 90)
+    row: dict[str, SqlValue] = {
+        "id": [0, 1, -1, (1 << 63) - 1, -(1 << 63), 127, 128, 300][i % 8],
+        "ti": [-128, 127, 0][i % 3],
+        "si": [0, 65535, 5][i % 3],
+        "mi": -8388608 + i,
+        "i": i * 7919 - 5000,
+        "u": [0, (1 << 64) - 1, 1 << 63, 42][i % 4],
+        "fl": [0.0, -0.0, 1.5, float("inf"), float("nan")][i % 5],
+        "db": [3.141592653589793, -1e308, 5e-324, float("-inf")][i % 4],
+        "dc": ["0.000000", "-12345678901234.123456", Decimal("1.50")][i % 3],
+        "dt": "2024-02-29",
+        "dtm": "2024-01-02 03:04:05.123456",
+        "ts": "1970-01-01 00:00:01",
+        "tm": ["-838:59:59", "00:00:00"][i % 2],
+        "yr": [2024, 0, 1901, 2155][i % 4],
+        "b1": i % 2,
+        "b64": [(1 << 64) - 1, 0, 1 << 40][i % 3],
+        "ch": "",
+        "vc": big,
+        "tt": "\x00\n'\"\\",
+        "tx": "漢字" * i,
+        "mt": "x" * 200,
+        "lt": "🎉",
+        "bn": b"\x00\x01\x02\x03",
+        "vb": bytes(range(256))[: i * 3 % 256],
+        "tb": b"",
+        "bl": b"\xff" * 130,
+        "mb": b"m",
+        "lb": b"\x80" * (i % 4),
+        "js": ['{"a": [1, 2.5, "x"]}', "null", '"é"'][i % 3],
+        "en": ["a", "c", 2][i % 3],
+        "st": ["x,z", "", 7][i % 3],
+        "vcb": b"\x00bin",
+    }
+    if i % 5 == 0:
+        for n, c in enumerate(WIDE.column_names):
+            if n % 2 and c not in ("i", "ch"):
+                row[c] = None
+    return row
+
+
+def sample_txns() -> list[Txn]:
+    """Transactions covering what the encoder writes: every column type, inserts, updates
+    (old and new rows), deletes, NULLs, several tables (runs of one table, then another, then
+    the first again), tables without a primary key, DDLs."""
+    txns = [
+        Txn(10, ddl=Ddl("", "CREATE DATABASE db")),
+        Txn(11, ddl=Ddl("db", "CREATE TABLE wide (id bigint primary key)", "wide")),
+        Txn(12, ddl=Ddl("db", "ALTER TABLE t ADD COLUMN c VARCHAR(10) DEFAULT 'é'", "t")),
+    ]
+    for i in range(12):
+        rows = [
+            RowChange.insert(WIDE, wide_row(i)),
+            RowChange.update(WIDE, wide_row(i), wide_row(i + 1)),
+            RowChange.insert(SMALL, {"k": i, "v": None if i % 3 else "v"}),
+            RowChange.delete(WIDE, wide_row(i + 2)),
+            RowChange.update(SMALL, {"k": i, "v": "a"}, {"k": i + 1, "v": "b"}),
+            RowChange.insert(NOKEY, {"a": None, "b": "x" * i}),
+            RowChange.delete(UKONLY, {"a": i, "b": None}),
+        ]
+        txns.append(Txn(100 + i, 90 + i, rows=tuple(rows[: 1 + i % len(rows)] + rows[i % 3 :])))
+    txns.append(Txn(1 << 62, rows=(RowChange.insert(SMALL, {"k": 1, "v": "z"}),)))
+    return txns

@@ -140,3 +140,57 @@ async def test_malformed_stops_at_its_offset_or_is_skipped() -> None:
     stop.set()
     await syncer.run(stop)
     assert sink.batches == [[10, 20]] and store.saved == [ArbiterCheckpoint(20, 1, 3)]
+
+
+class Recorded(Topic):
+    """A topic that notes each fetch in ``events``; the sink notes each apply."""
+
+    def __init__(self, values: Sequence[bytes | None], events: list[str]) -> None:
+        super().__init__(values)
+        self.events = events
+
+    async def fetch(self, max_records: int, wait: float) -> list[Record]:
+        self.events.append("fetch")
+        return await super().fetch(max_records, wait)
+
+
+class StoppingSink(Sink):
+    """Notes each apply in ``events`` (yielding to the loop inside it, as a real one waits for
+    its downstream) and sets ``stop`` once it applied ``stop_at``."""
+
+    def __init__(self, events: list[str], stop: asyncio.Event, stop_at: int) -> None:
+        super().__init__()
+        self.events, self.stop, self.stop_at = events, stop, stop_at
+
+    async def apply(self, txns: Sequence[Txn]) -> None:
+        self.events.append("apply")
+        await asyncio.sleep(0)
+        await super().apply(txns)
+        self.events.append("applied")
+        if txns[-1].commit_ts >= self.stop_at:
+            self.stop.set()
+
+
+async def test_run_fetches_the_next_batch_while_one_is_applied() -> None:
+    events: list[str] = []
+    stop = asyncio.Event()
+    values = [msg(ts) for ts in range(10, 10 + 1030)]  # batches of 512, 512, 6
+    sink, store = StoppingSink(events, stop, 10 + 1029), Store()
+    syncer = Syncer(Recorded(values, events), sink, store, last_ts=0, next_offset=0)
+    await syncer.run(stop)
+    assert events[:4] == ["fetch", "apply", "fetch", "applied"]
+    assert [len(b) for b in sink.batches] == [512, 512, 6]
+    assert [b[0] for b in sink.batches] == [10, 522, 1034]
+    assert store.saved[-1] == ArbiterCheckpoint(1039, 1, 1030)
+
+
+async def test_a_batch_fetched_ahead_is_dropped_at_a_stop() -> None:
+    events: list[str] = []
+    stop = asyncio.Event()
+    values = [msg(ts) for ts in range(10, 10 + 600)]
+    sink, store = StoppingSink(events, stop, 10), Store()  # stop after the first batch
+    syncer = Syncer(Recorded(values, events), sink, store, last_ts=0, next_offset=0)
+    await syncer.run(stop)
+    assert events == ["fetch", "apply", "fetch", "applied"]
+    assert sink.batches == [list(range(10, 10 + 512))]
+    assert store.saved == [ArbiterCheckpoint(521, 1, 512)]  # the next start reads 512.. again

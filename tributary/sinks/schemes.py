@@ -15,7 +15,10 @@
 
 Each backend is a subpackage whose ``sink`` module has an ``open_url`` opener; ``OPENERS`` is
 the one table from scheme to opener, so a new backend is its subpackage plus one entry here.
-The sink is closed when the context ends, whatever happened inside it.
+The file and pump sinks (and Kafka's, in ``sinks.kafka``) are imported when one is opened: they
+bring the etcd client, the pump client and the pb codecs, a quarter of a second of start-up
+for a process that never opens one (the arbiter, reparo). The sink is closed when the context
+ends, whatever happened inside it.
 """
 
 from __future__ import annotations
@@ -26,11 +29,9 @@ from urllib.parse import SplitResult, urlsplit
 
 from tributary.sinks import kafka
 from tributary.sinks.blackhole import sink as blackhole
-from tributary.sinks.file import sink as file
 from tributary.sinks.mysql import sink as mysql
 from tributary.sinks.port import Sink, SinkError, SinkOptions
 from tributary.sinks.print import sink as printer
-from tributary.sinks.pump import sink as pump
 from tributary.sinks.sqlite import sink as sqlite
 from tributary.sinks.urls import redact
 
@@ -38,13 +39,26 @@ Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]
 
 __all__ = ["OPENERS", "open_sink", "scheme_of"]
 
+
+async def _file(url: SplitResult, options: SinkOptions) -> Sink:
+    from tributary.sinks.file import sink
+
+    return await sink.open_url(url, options)
+
+
+async def _pump(url: SplitResult, options: SinkOptions) -> Sink:
+    from tributary.sinks.pump import sink
+
+    return await sink.open_url(url, options)
+
+
 OPENERS: dict[str, Opener] = {
     "sqlite": sqlite.open_url,
     "blackhole": blackhole.open_url,
     "print": printer.open_url,
-    "file": file.open_url,
+    "file": _file,
     "mysql": mysql.open_url,
-    "pump": pump.open_url,
+    "pump": _pump,
     "kafka": kafka.open_url,
 }
 

@@ -17,9 +17,11 @@ The encoder is hand-written, not betterproto: the format is proto2, and readers 
 for zero values. Example: ``INSERT t(id bigint) VALUES (0)`` gives the column ``10 00`` (field 2,
 varint 0), never an empty column.
 
-bytes -> ``Txn`` (``decode_txn``) reads with the generated classes: values come back as the sinks
-take them, each table with a ``TableInfo`` from the message's column infos and keys. ENUM/SET come
-back as their number (the message has no member list).
+bytes -> ``Txn`` (``decode_txn``, the arbiter's reader) is hand-written too, in
+``secondary_read`` (re-exported here): values come back as the sinks take them, each table with
+a ``TableInfo`` from the message's column infos and keys. ENUM/SET come back as their number (the
+message has no member list). ``commit_ts_of`` (the drainer's sink, for the last message of its
+topic at start) reads with the generated classes.
 """
 
 from __future__ import annotations
@@ -30,19 +32,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 
-from tributary.change import Ddl, RowChange, RowKind, SqlValue, TableInfo, Txn
+from tributary.change import RowChange, RowKind, SqlValue, TableInfo, Txn
 from tributary.sinks.file.pbcodec import ColType, column_type
 from tributary.sinks.kafka import rowcode
-from tributary.sinks.port import SinkError
+from tributary.sinks.kafka.secondary_read import SecondaryBinlogError as SecondaryBinlogError
+from tributary.sinks.kafka.secondary_read import decode_txn as decode_txn
 from tributary.tidbcodec import mysqltypes as mt
 from tributary.tidbcodec.enumset import enum_index, set_mask
 from tributary.varint import varint
-from tributary.wire.slave.binlog import Binlog, BinlogType, Column, MutationType, Table
-
-
-class SecondaryBinlogError(SinkError):
-    """A transaction that cannot be written as a secondary binlog, or a message that is not one."""
-
+from tributary.wire.slave.binlog import Binlog
 
 # TiDB's TypeToStr: (text name, name with the binary charset)
 _NAMES: dict[int, tuple[str, str]] = {
@@ -402,68 +400,11 @@ def encode_txn(txn: Txn) -> bytes | None:
 # -- reading ----------------------------------------------------------------------------------
 
 
-def _value(col: Column, name: str) -> SqlValue:
-    if col.is_null:
-        return None
-    if name in _INTS:
-        return col.int64_value or col.uint64_value
-    if name in ("float", "double"):
-        return col.double_value
-    if name in ("enum", "set"):
-        return col.uint64_value
-    if name == "bit":
-        return int.from_bytes(col.bytes_value, "big")
-    if name == "year":
-        return int(col.string_value) if col.string_value.isdigit() else col.string_value
-    if name in _BLOBS:
-        return col.bytes_value
-    if name == "json":
-        return col.bytes_value.decode("utf-8", "surrogateescape")
-    return col.string_value
-
-
-def _table_info(t: Table) -> TableInfo:
-    pk: tuple[str, ...] = ()
-    uks: dict[str, list[str]] = {}
-    for k in t.unique_keys:
-        if k.name == "PRIMARY":
-            pk = tuple(k.column_names)
-        else:
-            uks[k.name] = list(k.column_names)
-    cols = [(c.name, c.mysql_type) for c in t.column_info]
-    return TableInfo.build(t.schema_name, t.table_name, cols, pk, uks)
-
-
 def parse(payload: bytes) -> Binlog:
     try:
         return Binlog().parse(payload)
     except Exception as e:  # betterproto raises assorted errors on bad input
         raise SecondaryBinlogError(f"not a secondary binlog ({len(payload)} bytes): {e}") from e
-
-
-def decode_txn(payload: bytes) -> Txn:
-    """A secondary binlog message back as a ``Txn`` (values as the sinks take them)."""
-    b = parse(payload)
-    if b.type == BinlogType.DDL:
-        d = b.ddl_data
-        query = d.ddl_query.decode("utf-8", "surrogateescape")
-        return Txn(b.commit_ts, ddl=Ddl(d.schema_name, query, d.table_name))
-    rows: list[RowChange] = []
-    for t in b.dml_data.tables:
-        info = _table_info(t)
-        names = [(c.name, c.mysql_type) for c in t.column_info]
-        for m in t.mutations:
-            values = {n: _value(c, tp) for (n, tp), c in zip(names, m.row.columns, strict=True)}
-            if m.type == MutationType.Update:
-                old = {
-                    n: _value(c, tp) for (n, tp), c in zip(names, m.change_row.columns, strict=True)
-                }
-                rows.append(RowChange.update(info, old, values))
-            elif m.type == MutationType.Delete:
-                rows.append(RowChange.delete(info, values))
-            else:
-                rows.append(RowChange.insert(info, values))
-    return Txn(b.commit_ts, rows=tuple(rows))
 
 
 def commit_ts_of(payload: bytes) -> int:
