@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
+
+from grpclib.client import Channel
 
 ProtocolFactory = Callable[[], asyncio.BaseProtocol]
+ChannelT = TypeVar("ChannelT", bound=Channel)
 
 
 class WriteCoalescer:
@@ -82,40 +85,31 @@ class WriteCoalescer:
         return getattr(self._transport, name)
 
 
-class Coalescing(asyncio.Protocol):
-    """Passes a connection to ``inner`` with its transport wrapped in a :class:`WriteCoalescer`.
+def coalescing(protocol: asyncio.BaseProtocol) -> asyncio.BaseProtocol:
+    """``protocol`` (grpclib's ``H2Protocol``), made to get its transport behind a
+    :class:`WriteCoalescer`; the transport keeps calling it directly for everything else."""
+    made = protocol.connection_made
 
-    The transport keeps calling this protocol; each call is handed on unchanged.
-    """
-
-    __slots__ = ("_inner", "data_received")
-
-    def __init__(self, inner: asyncio.Protocol) -> None:
-        self._inner = inner
-        self.data_received = inner.data_received  # type: ignore[method-assign]  # the hot path
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+    def connection_made(transport: asyncio.BaseTransport) -> None:
         loop = asyncio.get_running_loop()
-        wrapped = WriteCoalescer(cast(asyncio.Transport, transport), loop)
-        self._inner.connection_made(cast(asyncio.Transport, wrapped))
+        made(cast(asyncio.Transport, WriteCoalescer(cast(asyncio.Transport, transport), loop)))
 
-    def eof_received(self) -> bool | None:
-        return self._inner.eof_received()
-
-    def pause_writing(self) -> None:
-        self._inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._inner.resume_writing()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._inner.connection_lost(exc)
+    protocol.connection_made = connection_made  # type: ignore[method-assign]
+    return protocol
 
 
 def coalesced(factory: ProtocolFactory) -> ProtocolFactory:
-    """``factory``'s protocols (grpclib's ``H2Protocol``), each behind :class:`Coalescing`."""
+    """``factory``'s protocols (a grpclib ``Server``'s), each made :func:`coalescing`."""
 
     def make() -> asyncio.BaseProtocol:
-        return Coalescing(cast(asyncio.Protocol, factory()))
+        return coalescing(factory())
 
     return make
+
+
+def coalesce_channel(channel: ChannelT) -> ChannelT:
+    """``channel`` (a grpclib ``Channel``, not yet connected) with its connections made
+    :func:`coalescing`."""
+    make = channel._protocol_factory  # grpclib: one H2Protocol per connection
+    setattr(channel, "_protocol_factory", lambda: coalescing(make()))  # noqa: B010
+    return channel
