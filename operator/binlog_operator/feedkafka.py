@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 from binlog_operator.kafkasink import (
     KafkaSasl,
     KafkaTls,
+    optional_positive,
     parse_brokers,
     parse_sasl,
     parse_tls,
@@ -138,7 +139,7 @@ def _common(k: dict[str, object], where: str, problems: list[str]) -> list[tuple
     """partition-num, replication-factor, max-message-bytes, dispatcher, topic-rule."""
     options: list[tuple[str, str]] = []
     for name, key in _NUMBERS.items():
-        value = _positive(k.get(name), f"{where}.{name}", problems)
+        value = optional_positive(k.get(name), f"{where}.{name}", problems)
         if value is not None:
             options.append((key, str(value)))
     dispatcher = k.get("dispatcher")
@@ -211,7 +212,7 @@ def _open_protocol(
         problems += [f"{where}.{name}: only used with protocol open-protocol" for name in given]
         return []
     options: list[tuple[str, str]] = []
-    batch = _positive(k.get("maxBatchSize"), f"{where}.maxBatchSize", problems)
+    batch = optional_positive(k.get("maxBatchSize"), f"{where}.maxBatchSize", problems)
     if batch is not None:
         options.append(("max-batch-size", str(batch)))
     return options + _large_messages(k, feed_id, where, problems)
@@ -272,12 +273,3 @@ def _inside(uri: str, directory: str) -> bool:
     path = unquote(parts.path)
     norm = posixpath.normpath(path)
     return norm == path.rstrip("/") and (norm == directory or norm.startswith(directory + "/"))
-
-
-def _positive(raw: object, where: str, problems: list[str]) -> int | None:
-    if raw is None:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-        problems.append(f"{where}: {raw!r} must be an integer of at least 1")
-        return None
-    return raw

@@ -122,8 +122,8 @@ def parse_kafka(raw: object, where: str, problems: list[str]) -> KafkaSpec | Non
         message_per=_choice(
             k.get("messagePer", "txn"), MESSAGE_PER, f"{where}.messagePer", problems
         ),
-        max_messages=_opt_positive(k.get("maxMessages"), f"{where}.maxMessages", problems),
-        max_message_size=_opt_positive(
+        max_messages=optional_positive(k.get("maxMessages"), f"{where}.maxMessages", problems),
+        max_message_size=optional_positive(
             k.get("maxMessageSize"), f"{where}.maxMessageSize", problems
         ),
         client_id=client_id,
@@ -302,7 +302,7 @@ def _bool(raw: object, where: str, problems: list[str]) -> bool:
     return raw
 
 
-def _opt_positive(raw: object, where: str, problems: list[str]) -> int | None:
+def optional_positive(raw: object, where: str, problems: list[str]) -> int | None:
     if raw is None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
