@@ -47,7 +47,6 @@ from grpclib.const import Cardinality
 from grpclib.encoding.proto import ProtoCodec
 from grpclib.exceptions import ProtocolError
 
-from tributary.telemetry.coalesce import coalesce_channel
 from tributary.wire.binlog import PullBinlogReq
 
 PULL_PATH = "/binlog.Pump/PullBinlogs"
@@ -172,9 +171,7 @@ async def pull_messages(
 
     Closing the generator early resets the stream (grpclib does so when the call is left
     with an exception, here ``GeneratorExit``, rather than waiting for the trailers)."""
-    channel = coalesce_channel(
-        Channel(host, port, ssl=ssl_context, codec=RequestCodec(), config=CONFIG)
-    )
+    channel = Channel(host, port, ssl=ssl_context, codec=RequestCodec(), config=CONFIG)
     try:
         async with channel.request(PULL_PATH, Cardinality.UNARY_STREAM, bytes, bytes) as stream:
             await stream.send_message(bytes(request), end=True)

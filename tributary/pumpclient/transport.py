@@ -30,7 +30,6 @@ from tributary.pumpclient.codec import (
 )
 from tributary.pumpclient.errors import RpcFailure
 from tributary.pumpclient.stats import ClientStats
-from tributary.telemetry.coalesce import coalesce_channel
 from tributary.wire.refusal import PREWRITE_ELSEWHERE, REFUSAL_KEY
 
 log = logging.getLogger(__name__)
@@ -174,7 +173,7 @@ class PumpTransport:
                 host, port = split_endpoint(self.addr)
             except AddressError as e:
                 raise RpcFailure(f"pump address: {e}") from e
-            self._channel = coalesce_channel(Channel(host, port, ssl=self._ssl))
+            self._channel = Channel(host, port, ssl=self._ssl)
         return self._channel
 
     def reset(self) -> None:

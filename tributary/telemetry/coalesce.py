@@ -17,18 +17,20 @@ Invariants: bytes reach the transport in the order they were written; nothing wr
 as the transport's own ``abort`` drops its buffer; flow control is the transport's own (it calls
 the protocol's ``pause_writing``/``resume_writing`` directly), and at most one turn's bytes are
 kept here before the transport sees them.
+
+Servers only. A client's requests wait for the end of the turn that made them, and the server
+waits with them: the pump client with 512 writers in one process lost a third of its unary pace
+and a tenth of its batched pace to the pump when its channels coalesced too
+(``bench_pump_write``, docs/pump.md), where the same servers without it gained.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
-
-from grpclib.client import Channel
+from typing import Any, cast
 
 ProtocolFactory = Callable[[], asyncio.BaseProtocol]
-ChannelT = TypeVar("ChannelT", bound=Channel)
 
 
 class WriteCoalescer:
@@ -105,11 +107,3 @@ def coalesced(factory: ProtocolFactory) -> ProtocolFactory:
         return coalescing(factory())
 
     return make
-
-
-def coalesce_channel(channel: ChannelT) -> ChannelT:
-    """``channel`` (a grpclib ``Channel``, not yet connected) with its connections made
-    :func:`coalescing`."""
-    make = channel._protocol_factory  # grpclib: one H2Protocol per connection
-    setattr(channel, "_protocol_factory", lambda: coalescing(make()))  # noqa: B010
-    return channel

@@ -29,7 +29,6 @@ from grpclib.exceptions import ProtocolError, StreamTerminatedError
 from tributary.coord.election import current_leader
 from tributary.coord.kv import Kv, KvError
 from tributary.net import split_host_port
-from tributary.telemetry.coalesce import coalesce_channel
 from tributary.tso.batching import BatchTexts, Retry, TimestampBatcher
 from tributary.tso.errors import NotLeader, TsoError
 from tributary.tso.keys import LEADER_PREFIX
@@ -165,7 +164,7 @@ class TsoClient:
                 host, port = split_host_port(self._leader)
             except ValueError as e:
                 raise Retry(f"bad TSO leader address {self._leader!r}") from e
-            channel = coalesce_channel(Channel(host, port, ssl=self._ssl))
+            channel = Channel(host, port, ssl=self._ssl)
             self._channel, self._channel_addr = channel, self._leader
         return self._channel
 

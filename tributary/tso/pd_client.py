@@ -28,7 +28,6 @@ from grpclib.client import Channel
 from grpclib.const import Cardinality, Status
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
-from tributary.telemetry.coalesce import coalesce_channel
 from tributary.tso.batching import BatchTexts, Retry, TimestampBatcher
 from tributary.tso.errors import TsoError
 from tributary.wire import ts
@@ -171,7 +170,7 @@ class PdClient:
             return self._stream
         leader = await self._find_leader()
         host, port = _host_port(leader)
-        self._channel = coalesce_channel(Channel(host, port, ssl=self._ssl))
+        self._channel = Channel(host, port, ssl=self._ssl)
         self._stream_cm = self._channel.request(
             "/pdpb.PD/Tso", Cardinality.STREAM_STREAM, TsoRequest, TsoResponse
         )
