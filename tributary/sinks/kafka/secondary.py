@@ -40,7 +40,6 @@ from tributary.sinks.kafka.secondary_read import decode_txn as decode_txn
 from tributary.tidbcodec import mysqltypes as mt
 from tributary.tidbcodec.enumset import enum_index, set_mask
 from tributary.varint import varint
-from tributary.wire.slave.binlog import Binlog
 
 # TiDB's TypeToStr: (text name, name with the binary charset)
 _NAMES: dict[int, tuple[str, str]] = {
@@ -400,12 +399,6 @@ def encode_txn(txn: Txn) -> bytes | None:
 # -- reading ----------------------------------------------------------------------------------
 
 
-def parse(payload: bytes) -> Binlog:
-    try:
-        return Binlog().parse(payload)
-    except Exception as e:  # betterproto raises assorted errors on bad input
-        raise SecondaryBinlogError(f"not a secondary binlog ({len(payload)} bytes): {e}") from e
-
-
 def commit_ts_of(payload: bytes) -> int:
-    return parse(payload).commit_ts
+    """The commit ts of a secondary binlog message (read whole by ``decode_txn``)."""
+    return decode_txn(payload).commit_ts
