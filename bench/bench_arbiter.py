@@ -41,7 +41,7 @@ import uvloop
 from bench.bench_drainer import cpu_seconds, downstream_checkpoint
 from bench.bench_kafka import workload
 from tests.support.kafka import run_kafka
-from tests.support.mariadb import MariaDBServer, make_template, running_server
+from tests.support.mariadb import BENCH_ARGS, MariaDBServer, make_template, running_server
 from tributary.change import Ddl, Txn
 from tributary.sinks import SinkOptions
 from tributary.sinks.schemes import open_sink
@@ -133,7 +133,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-arbiter-") as tmp:
         work = Path(tmp)
         template = make_template(work / "mariadb-template")
-        with run_kafka(work / "kafka") as broker, running_server(template, work / "db") as db:
+        with (
+            run_kafka(work / "kafka") as broker,
+            running_server(template, work / "db", BENCH_ARGS) as db,
+        ):
             url = f"kafka://{broker.bootstrap}/{TOPIC}"
             async with open_sink(url, SinkOptions(cluster_id=1)) as topic:
                 await topic.apply(DDLS + txns)

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.mariadb import MariaDBServer, make_template, running_server
+from tests.support.mariadb import BENCH_ARGS, MariaDBServer, make_template, running_server
 from tributary.change import TableFilter, Txn
 from tributary.sinks import Sink, SinkOptions
 from tributary.sinks.blackhole.sink import BlackholeSink
@@ -207,8 +207,8 @@ async def _asyncmy_reader(server: MariaDBServer, start: Position, rows: int) -> 
 async def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
     template = make_template(work / "mariadb-template")
     with (
-        running_server(template, work / "upstream", FULL) as up,
-        running_server(template, work / "downstream") as down,
+        running_server(template, work / "upstream", (*FULL, *BENCH_ARGS)) as up,
+        running_server(template, work / "downstream", BENCH_ARGS) as down,
     ):
         cfg = config(up)
         start = await current_position(cfg)

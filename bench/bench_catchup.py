@@ -34,7 +34,7 @@ from typing import Any
 from services.spark.catchup import run_catchup
 from services.spark.progress import Progress
 from services.spark.session import spark_session
-from tests.support.mariadb import MariaDBServer, make_template, running_server
+from tests.support.mariadb import BENCH_ARGS, MariaDBServer, make_template, running_server
 from tributary.change import RowChange, SqlValue, TableInfo, Txn
 from tributary.sinks import SinkOptions
 from tributary.sinks.schemes import open_sink
@@ -49,7 +49,7 @@ BATCH_ROWS = 960
 # A downstream sized for its data: both tables (~0.2 GB each at 1M changes) fit in the buffer
 # pool. With the test servers' 128 MB, streaming's random updates wait on page reads and the
 # baseline is mostly that stall (about 8k rows/s at 1M against 36k at 200k).
-DOWNSTREAM_ARGS = ("--innodb-buffer-pool-size=1G",)
+DOWNSTREAM_ARGS = ("--innodb-buffer-pool-size=1G", *BENCH_ARGS)
 
 
 def table(schema: str) -> TableInfo:

@@ -44,7 +44,7 @@ from bench.bench_pump_write import peak_rss_mib
 from bench.upstream import Upstream, open_upstream, write_all
 from services.demo.cluster import DemoCluster
 from services.demo.procs import Supervisor
-from tests.support.mariadb import MariaDBServer, make_template, running_server
+from tests.support.mariadb import BENCH_ARGS, MariaDBServer, make_template, running_server
 from tributary.ddlhistory import Action
 from tributary.ddlhistory.build import table_info
 from tributary.sinks.checkpoint import CheckpointRecord
@@ -258,7 +258,7 @@ def pct(values: list[float], q: float) -> float:
 
 async def measure(work: Path, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     template = make_template(work / "mariadb-template")
-    with running_server(template, work / "downstream") as db:
+    with running_server(template, work / "downstream", BENCH_ARGS) as db:
         base_rate, base_db_cpu = await baseline(db, args.rows, args.seed)
         assert db.proc is not None
         root = work / "cluster"

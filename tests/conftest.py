@@ -4,12 +4,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.etcd import EtcdProcess, run_etcd
+
+_free_at_start: list[float] = []
+
+
+def _free_gib() -> float:
+    return shutil.disk_usage(tempfile.gettempdir()).free / 2**30
+
+
+def pytest_sessionstart() -> None:
+    _free_at_start.append(_free_gib())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The space left where tests write: a full disk fails every later test at once."""
+    terminalreporter.write_line(
+        f"temporary space in {tempfile.gettempdir()}: {_free_at_start[0]:.1f} GiB free at "
+        f"the start, {_free_gib():.1f} GiB at the end"
+    )
 
 
 @pytest.fixture
