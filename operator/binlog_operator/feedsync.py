@@ -118,10 +118,10 @@ class FeedSync:
             return SyncOutcome({}, {})
         errors: dict[str, str] = {}
         wanted: dict[str, tuple[FeedSpec, str]] = {}
-        secrets: dict[str, Mapping[str, Any] | None] = {}
+        objects: dict[str, Mapping[str, Any] | None] = {}  # Secrets and claims read this pass
         for feed in feeds:
             try:
-                wanted[feed.id] = (feed, await self._uri(namespace, feed, secrets))
+                wanted[feed.id] = (feed, await self._uri(namespace, feed, objects))
             except FeedError as e:
                 errors[feed.id] = str(e)
         async with asyncio.timeout(self._etcd_timeout), self._open_kv(spec.etcd_endpoints) as kv:
@@ -155,6 +155,8 @@ class FeedSync:
     async def _uri(
         self, namespace: str, feed: FeedSpec, cache: dict[str, Mapping[str, Any] | None]
     ) -> str:
+        if feed.kafka is not None and feed.kafka.claim_check_claim:
+            await self._claim_exists(namespace, feed.kafka.claim_check_claim, cache)
         sasl = feed.kafka.sasl if feed.kafka is not None else None
         if sasl is None:
             return sink_uri(feed)
@@ -176,6 +178,23 @@ class FeedSync:
             except (binascii.Error, UnicodeDecodeError) as e:
                 raise FeedError(f"Secret {namespace}/{sasl.secret} key {key!r}: {e}") from e
         return sink_uri(feed, (values[0], values[1]))
+
+    async def _claim_exists(
+        self, namespace: str, claim: str, cache: dict[str, Mapping[str, Any] | None]
+    ) -> None:
+        """FeedError unless the claim-check PersistentVolumeClaim exists: without it every
+        capture pod stays Pending, and the changefeed's error should say why."""
+        key = f"pvc/{claim}"
+        if key not in cache:
+            try:
+                cache[key] = await self._kube.get("v1", "PersistentVolumeClaim", namespace, claim)
+            except KubeError as e:
+                raise FeedError(f"cannot read PersistentVolumeClaim {claim}: {e}") from e
+        if cache[key] is None:
+            raise FeedError(
+                f"PersistentVolumeClaim {namespace}/{claim} (claimCheckVolumeClaim) does not "
+                "exist: the capture pods mount it and stay Pending until it is created"
+            )
 
     async def _api(self, name: str, namespace: str, spec: ClusterSpec) -> CaptureApi:
         tls = None

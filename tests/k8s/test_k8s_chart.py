@@ -124,6 +124,7 @@ ALLOWED = [
     ("list", "configmaps"),
     ("delete", "configmaps"),
     ("delete", "persistentvolumeclaims"),
+    ("get", "persistentvolumeclaims"),  # a changefeed's claimCheckVolumeClaim must exist
     ("get", "secrets"),  # spec.tls.secretName: HTTPS to pumps and drainers
     ("create", "events"),
     # Pump and Drainer resources: watched, applied and deleted, their status written; a
@@ -149,7 +150,6 @@ DENIED = [
     ("list", "secrets"),
     ("watch", "secrets"),
     ("delete", "secrets"),
-    ("get", "persistentvolumeclaims"),
     ("list", "persistentvolumeclaims"),
     ("create", "pods"),
     ("delete", "pods"),

@@ -21,6 +21,7 @@ from binlog_operator.feedkafka import (
     PROTOCOLS,
 )
 from binlog_operator.feedspec import FeedSpec, parse_feeds, sink_uri
+from binlog_operator.feedsync import FeedError, FeedSync
 from binlog_operator.manifests import build
 from binlog_operator.spec import SpecError, parse
 from tributary.image import IMAGE_UID
@@ -236,3 +237,32 @@ def test_the_crd_names_every_field_the_operator_takes() -> None:
     assert schema["ackTimeout"]["type"] == "number"
     for name in ("contentCompatible", "onlyOutputUpdatedColumns", "autoCreateTopic"):
         assert schema[name]["type"] == "boolean"
+
+
+class _Claims:
+    """What FeedSync asks of the API server here: one GET per object (a fake of our client)."""
+
+    def __init__(self, claims: set[str]) -> None:
+        self.claims = claims
+        self.gets: list[tuple[str, str]] = []
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> Any:
+        self.gets.append((kind, name))
+        return {"metadata": {"name": name}} if name in self.claims else None
+
+
+async def test_a_missing_claim_check_claim_is_the_changefeeds_error() -> None:
+    kube = _Claims(set())
+    sync = FeedSync(kube, None, None, None, 1.0)  # type: ignore[arg-type]
+    seen: dict[str, Any] = {}
+    with pytest.raises(FeedError, match=r"PersistentVolumeClaim ns/big-rows .*Pending"):
+        await sync._uri("ns", feed(_claim_check()), seen)
+    kube.claims.add("big-rows")
+    assert await sync._uri("ns", feed(_claim_check(), "other"), {}) == sink_uri(
+        feed(_claim_check(), "other")
+    )
+    # read once per pass, however many changefeeds name it; none asked without claim check
+    with pytest.raises(FeedError):
+        await sync._uri("ns", feed(_claim_check(), "third"), seen)
+    await sync._uri("ns", feed({"protocol": "canal-json"}), seen)
+    assert kube.gets == [("PersistentVolumeClaim", "big-rows")] * 2

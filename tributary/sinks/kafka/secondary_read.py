@@ -1,6 +1,7 @@
 """tidb-binlog's secondary binlog (``slave.binlog.Binlog``) read by hand: bytes -> ``Txn``.
 
-The arbiter reads every message of its topic with this (the drainer only writes them:
+The arbiter reads every message of its topic with this, and the drainer's Kafka sink the last
+message of its topic, for the commit ts it resumes after (it writes them with
 ``secondary.encode_txn``). It accepts what the generated betterproto classes (with their Rust
 codec, which this project installs) accept and gives the same values; what they refuse it
 refuses with ``SecondaryBinlogError``: a truncated varint or field, a length past the end of its
