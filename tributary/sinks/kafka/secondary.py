@@ -21,7 +21,7 @@ bytes -> ``Txn`` (``decode_txn``, the arbiter's reader) is hand-written too, in
 ``secondary_read`` (re-exported here): values come back as the sinks take them, each table with
 a ``TableInfo`` from the message's column infos and keys. ENUM/SET come back as their number (the
 message has no member list). ``commit_ts_of`` (the drainer's sink, for the last message of its
-topic at start) reads with the generated classes.
+topic at start) reads with the same reader.
 """
 
 from __future__ import annotations
