@@ -7,19 +7,16 @@ off and applies 2^64 - 1 as -1). Inserted, updated and deleted by a BIGINT UNSIG
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.capture import capture_cli, start_capture, write_shop
-from tributary.checker.compare import compare
-from tributary.checker.errors import CheckerError
+from tests.support.capture import capture_cli, shop_equal, start_capture, wait_for, write_shop
 
 if TYPE_CHECKING:
     from tests.support.etcd import EtcdProcess
-    from tests.support.mariadb import InstanceFactory, MariaDBServer
+    from tests.support.mariadb import InstanceFactory
 
 pytest_plugins = ["tests.support.mariadb"]
 pytestmark = pytest.mark.timeout(180)
@@ -47,14 +44,6 @@ def _values(row: tuple[object, ...]) -> str:
     return "(" + ", ".join(str(v) for v in row) + ")"
 
 
-async def _equal(up: MariaDBServer, down: MariaDBServer) -> bool:
-    try:
-        report = await compare(up.dsn("shop"), down.dsn("shop"), tables=["shop.*"])
-    except CheckerError:
-        return False  # the table is not downstream yet
-    return report.equal and len(report.tables) == 1
-
-
 async def test_unsigned_integers_of_every_width_replicate_exactly(
     tmp_path: Path, etcd: EtcdProcess, mariadb_instance: InstanceFactory
 ) -> None:
@@ -75,11 +64,7 @@ async def test_unsigned_integers_of_every_width_replicate_exactly(
                 f"DELETE FROM u WHERE id = {2**63 + 1}",
             ],
         )
-        async with asyncio.timeout(90):
-            while True:
-                if await _equal(up, down):
-                    break
-                await asyncio.sleep(0.5)
+        await wait_for(lambda: shop_equal(up, down, 1), 90, "shop.u equal downstream")
 
         got = await down.query("SELECT id, ti, i, bi, tail FROM shop.u ORDER BY id")
         assert [tuple(r) for r in got] == [
