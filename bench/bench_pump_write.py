@@ -1,7 +1,9 @@
 """Pump write throughput: concurrent writers through the pump client, 1 KB binlogs, fsync on.
 
-Prints one JSON line: binlogs/s on the batched path (``binlogext.PumpBatch``)
-and the unary path (``binlog.Pump/WriteBinlog``), the pump's peak RSS, and a
+Prints one JSON line: binlogs/s on the batched path (``binlogext.PumpBatch``),
+again with twice the writers (the client keeps two batches in flight per pump,
+and two full ones need more than ``--writers`` callers: each has one write
+outstanding), the unary path (``binlog.Pump/WriteBinlog``), the pump's peak RSS, and a
 baseline measured in the same run: append + fdatasync of the same batches of
 framed 1 KB records from one Python process, with the ratio to it.
 """
@@ -83,8 +85,9 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-async def measure(work: Path, writers: int, seconds: float) -> tuple[float, float, float]:
-    """(unary, batched) binlogs/s against one pump process, and its peak RSS in MiB."""
+async def measure(work: Path, writers: int, seconds: float) -> tuple[float, float, float, float]:
+    """(unary, batched, batched with twice the writers) binlogs/s against one pump process,
+    and its peak RSS in MiB."""
     root = work / "cluster"
     root.mkdir()
     async with DemoCluster(root, Supervisor(root)) as cluster:
@@ -92,7 +95,8 @@ async def measure(work: Path, writers: int, seconds: float) -> tuple[float, floa
         (pump,) = await cluster.start_pumps(1)
         unary = await drive(etcd.url, False, writers, seconds / 2, 1 << 40)
         batched = await drive(etcd.url, True, writers, seconds, 1 << 41)
-        return unary, batched, peak_rss_mib(pump.child.pid)
+        doubled = await drive(etcd.url, True, 2 * writers, seconds, 1 << 42)
+        return unary, batched, doubled, peak_rss_mib(pump.child.pid)
 
 
 def main() -> None:
@@ -103,7 +107,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-pump-") as tmp:
         work = Path(tmp)
         baseline = raw_baseline(work, total=200_000, batch=512)
-        unary, batched, rss = uvloop.run(measure(work, args.writers, args.seconds))
+        unary, batched, doubled, rss = uvloop.run(measure(work, args.writers, args.seconds))
     print(
         json.dumps(
             {
@@ -111,6 +115,7 @@ def main() -> None:
                 "binlog_bytes": PAYLOAD,
                 "writers": args.writers,
                 "batched_binlogs_per_s": round(batched),
+                "batched_twice_the_writers_per_s": round(doubled),
                 "unary_binlogs_per_s": round(unary),
                 "baseline_raw_append_fdatasync_per_s": round(baseline),
                 "ratio_batched_to_baseline": round(batched / baseline, 3),

@@ -32,6 +32,7 @@ FAST: dict[str, Any] = {
     "write_timeout": 5,
     "commit_timeout": 5,
 }
+ONE_IN_FLIGHT: dict[str, Any] = {"max_batches_in_flight": 1}  # the rest queue behind a held one
 
 
 async def register(kv: MemoryKv, *peers: ScriptedPump, state: NodeState = NodeState.ONLINE) -> None:
@@ -379,7 +380,7 @@ async def test_concurrent_writes_are_coalesced_into_few_rpcs() -> None:
     async with running_pumps(ScriptedPump("a")) as (a,):
         kv = MemoryKv()
         await register(kv, a)
-        async with PumpsClient(kv, 7, batch=True, **FAST) as client:
+        async with PumpsClient(kv, 7, batch=True, **FAST, **ONE_IN_FLIGHT) as client:
             a.gate = asyncio.Event()
             writes = [asyncio.create_task(client.prewrite(ts, b"v")) for ts in range(1, 201)]
             await eventually(lambda: a.in_flight == 1)  # the first batch is held
@@ -395,11 +396,30 @@ async def test_concurrent_writes_are_coalesced_into_few_rpcs() -> None:
         assert client.stats.batched_binlogs == 400
 
 
+async def test_by_default_two_batches_are_in_flight_on_one_pump() -> None:
+    """The second batch is marshalled and sent while the pump stores the first; never a third."""
+    async with running_pumps(ScriptedPump("a")) as (a,):
+        kv = MemoryKv()
+        await register(kv, a)
+        async with PumpsClient(kv, 7, batch=True, **FAST) as client:
+            a.gate = asyncio.Event()
+            writes = [asyncio.create_task(client.prewrite(ts, b"v")) for ts in range(1, 201)]
+            await eventually(lambda: a.in_flight == 2)  # both held
+            await asyncio.sleep(0.05)  # the rest queue up behind them
+            assert a.in_flight == 2
+            a.gate.set()
+            await asyncio.gather(*writes)
+        assert sorted(h.start_ts for h in a.binlogs()) == list(range(1, 201))
+        assert a.max_in_flight == 2 and a.unary_calls == 0
+
+
 async def test_batch_caps_split_batches() -> None:
     async with running_pumps(ScriptedPump("a")) as (a,):
         kv = MemoryKv()
         await register(kv, a)
-        async with PumpsClient(kv, 7, max_batch_count=8, max_batch_bytes=1000, **FAST) as client:
+        async with PumpsClient(
+            kv, 7, max_batch_count=8, max_batch_bytes=1000, **FAST, **ONE_IN_FLIGHT
+        ) as client:
             a.gate = asyncio.Event()
             writes = [asyncio.create_task(client.prewrite(ts, b"v" * 300)) for ts in range(1, 31)]
             await eventually(lambda: a.in_flight == 1)
@@ -419,7 +439,7 @@ async def test_batch_errmsgs_map_back_to_each_caller() -> None:
         a.verdict = lambda payload: "refused" if peek(payload).start_ts % 4 == 2 else None
         kv = MemoryKv()
         await register(kv, a, b)
-        async with PumpsClient(kv, 7, strategy="hash", **FAST) as client:
+        async with PumpsClient(kv, 7, strategy="hash", **FAST, **ONE_IN_FLIGHT) as client:
             a.gate = b.gate = asyncio.Event()
             writes = [asyncio.create_task(client.prewrite(ts, b"v")) for ts in range(40)]
             await eventually(lambda: a.in_flight == 1)

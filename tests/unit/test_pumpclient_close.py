@@ -29,6 +29,7 @@ FAST: dict[str, Any] = {
     "probe_interval": 3600,
     "write_timeout": 60,  # the held RPC must not end by its deadline
     "commit_timeout": 5,
+    "max_batches_in_flight": 1,  # one batch held, the rest queued behind it
 }
 BOUND = 20.0  # seconds; closing takes milliseconds when it works
 
@@ -114,7 +115,7 @@ class HeldSend:
 
 async def test_stopped_batcher_ends_even_when_send_swallows_the_cancel() -> None:
     send = HeldSend()
-    batcher = Batcher(send, max_count=1)
+    batcher = Batcher(send, max_count=1, max_in_flight=1)
     run = asyncio.create_task(batcher.run(), name="test-batcher")
     callers = [asyncio.create_task(batcher.submit(p)) for p in (b"in flight", b"queued")]
     try:
@@ -150,7 +151,7 @@ class SlowSend:
 
 async def test_a_write_queued_past_its_timeout_fails_unsent() -> None:
     send = SlowSend(0.2)
-    batcher = Batcher(send, queue_timeout=0.05)
+    batcher = Batcher(send, queue_timeout=0.05, max_in_flight=1)
     run = asyncio.create_task(batcher.run(), name="test-batcher")
     try:
         async with asyncio.timeout(BOUND):
