@@ -18,17 +18,53 @@ _INT64_SIGN = 1 << 63
 
 def read_varint(buf: bytes, pos: int, end: int, error: type[Exception]) -> tuple[int, int]:
     """(value, position after it) of the varint at ``buf[pos]``, reading no further than
-    ``end``; ``error`` if it is truncated, longer than 10 bytes or over 64 bits."""
-    if end - pos >= 3:  # values below 2**21 (keys, lengths, column ids) without the loop
-        b0 = buf[pos]
-        if b0 < 0x80:
-            return b0, pos + 1
-        b1 = buf[pos + 1]
-        if b1 < 0x80:
-            return (b0 & 0x7F) | b1 << 7, pos + 2
-        b2 = buf[pos + 2]
-        if b2 < 0x80:
-            return (b0 & 0x7F) | (b1 & 0x7F) << 7 | b2 << 14, pos + 3
+    ``end``; ``error`` if it is truncated, longer than 10 bytes or over 64 bits.
+
+    Varints of up to nine bytes are read without a loop when that many bytes are left (keys,
+    lengths and ids take one to three; a TSO timestamp, about 2**58, takes nine)."""
+    n = end - pos
+    if n >= 3:
+        b = buf[pos]
+        if b < 0x80:
+            return b, pos + 1
+        r = b & 0x7F
+        b = buf[pos + 1]
+        if b < 0x80:
+            return r | b << 7, pos + 2
+        r |= (b & 0x7F) << 7
+        b = buf[pos + 2]
+        if b < 0x80:
+            return r | b << 14, pos + 3
+        if n >= 9:
+            r |= (b & 0x7F) << 14
+            b = buf[pos + 3]
+            if b < 0x80:
+                return r | b << 21, pos + 4
+            r |= (b & 0x7F) << 21
+            b = buf[pos + 4]
+            if b < 0x80:
+                return r | b << 28, pos + 5
+            r |= (b & 0x7F) << 28
+            b = buf[pos + 5]
+            if b < 0x80:
+                return r | b << 35, pos + 6
+            r |= (b & 0x7F) << 35
+            b = buf[pos + 6]
+            if b < 0x80:
+                return r | b << 42, pos + 7
+            r |= (b & 0x7F) << 42
+            b = buf[pos + 7]
+            if b < 0x80:
+                return r | b << 49, pos + 8
+            r |= (b & 0x7F) << 49
+            b = buf[pos + 8]
+            if b < 0x80:
+                return r | b << 56, pos + 9
+    return _read_loop(buf, pos, end, error)
+
+
+def _read_loop(buf: bytes, pos: int, end: int, error: type[Exception]) -> tuple[int, int]:
+    """``read_varint`` a byte at a time: near the end of ``buf``, and for ten-byte varints."""
     result = shift = 0
     while True:
         if pos >= end:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tributary.tidbcodec.errors import DecodeError
@@ -64,3 +66,37 @@ def test_end_bounds_the_read() -> None:
     with pytest.raises(Bad, match="truncated"):
         read_varint(data, 0, 2, Bad)
     assert read_varint(data, 0, 3, Bad) == (16384, 3)
+
+
+def _reference(buf: bytes, pos: int, end: int) -> tuple[int, int] | str:
+    """Go's ``binary.Uvarint``, a byte at a time: (value, end) or the error's words."""
+    result = 0
+    for i in range(10):
+        if pos + i >= end:
+            return "truncated"
+        b = buf[pos + i]
+        if i == 9 and b > 1:
+            return "overflows 64 bits" if b < 0x80 else "too long"
+        result |= (b & 0x7F) << (7 * i)
+        if b < 0x80:
+            return result, pos + i + 1
+    raise AssertionError("unreachable")
+
+
+def test_every_length_and_every_end_read_as_go_reads_them() -> None:
+    """The unrolled paths (up to nine bytes with nine left) agree with a byte-at-a-time read
+    for varints of every length, cut at every end, with and without bytes after them."""
+    rng = random.Random(7)
+    values = [0, 1, 127, 128, UINT64 - 1, -1, (1 << 58) + 12345]
+    values += [rng.getrandbits(rng.randrange(1, 65)) for _ in range(300)]
+    raw = [b"\xff" * 9 + bytes([b]) for b in (0x00, 0x01, 0x02, 0x7F, 0x80)]
+    for data in [varint(v) for v in values] + raw:
+        for tail in (b"", b"\x00", b"\x81\x82\x83" * 4):
+            buf = b"\x05" + data + tail
+            for end in range(1, len(buf) + 1):
+                want = _reference(buf, 1, end)
+                if isinstance(want, str):
+                    with pytest.raises(Bad, match=want):
+                        read_varint(buf, 1, end, Bad)
+                else:
+                    assert read_varint(buf, 1, end, Bad) == want, (buf.hex(), end)

@@ -48,12 +48,19 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return read_varint(buf, pos, end, MalformedBinlog)
 
 
+_TYPES = {int(t): BinlogType(t) for t in BinlogType}
+
+
 def peek(payload: bytes) -> BinlogHeader:
     """Validate ``payload``'s wire structure and return its header fields."""
     tp = start_ts = commit_ts = ddl_job_id = 0
     pos, end = 0, len(payload)
     while pos < end:
-        key, pos = _varint(payload, pos, end)
+        key = payload[pos]  # a one-byte key: every field a Binlog defines has one
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(payload, pos, end)
         field, wire_type = key >> 3, key & 7
         if field == 0:
             raise MalformedBinlog("field number 0")
@@ -80,10 +87,9 @@ def peek(payload: bytes) -> BinlogHeader:
             raise MalformedBinlog(f"unsupported wire type {wire_type} for field {field}")
         if pos > end:
             raise MalformedBinlog("fixed-width field runs past the end")
-    try:
-        kind = BinlogType(tp)
-    except ValueError:
-        raise MalformedBinlog(f"unknown binlog type {tp}") from None
+    kind = _TYPES.get(tp)
+    if kind is None:
+        raise MalformedBinlog(f"unknown binlog type {tp}")
     if start_ts < 0 or commit_ts < 0:
         raise MalformedBinlog("negative timestamp")
     return BinlogHeader(kind, start_ts, commit_ts, ddl_job_id)
