@@ -48,7 +48,7 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return read_varint(buf, pos, end, MalformedBinlog)
 
 
-_TYPES = {int(t): BinlogType(t) for t in BinlogType}
+TYPES = {int(t): BinlogType(t) for t in BinlogType}  # a binlog's ``tp`` -> its type
 
 
 def peek(payload: bytes) -> BinlogHeader:
@@ -87,7 +87,7 @@ def peek(payload: bytes) -> BinlogHeader:
             raise MalformedBinlog(f"unsupported wire type {wire_type} for field {field}")
         if pos > end:
             raise MalformedBinlog("fixed-width field runs past the end")
-    kind = _TYPES.get(tp)
+    kind = TYPES.get(tp)
     if kind is None:
         raise MalformedBinlog(f"unknown binlog type {tp}")
     if start_ts < 0 or commit_ts < 0:

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from services.pump.intake import Reason, WriteRefused
 from services.pump.storage import WriteItem
 from tributary.errors import TributaryError
-from tributary.wire.binlog import BinlogType
-from tributary.wire.peek import BinlogHeader
+from tributary.wire.peek import TYPES, BinlogHeader
 
 WRITE, ACK, HELLO, OBSERVED = 1, 2, 3, 4
 
@@ -45,7 +44,6 @@ MAX_FRAME = 1 << 31  # no front sends more than max-message-size per binlog
 
 REASONS = (None, *Reason)  # code 0: stored; 1..: the refusal's reason
 _CODE = {r: i for i, r in enumerate(REASONS) if r is not None}
-_TYPES = {int(t): t for t in BinlogType}
 
 
 class BadFrame(TributaryError):
@@ -87,7 +85,7 @@ def decode_items(body: bytes) -> list[WriteItem]:
             pos += size
             if pos + n > len(body):
                 raise BadFrame("a payload runs past the end of its frame")
-            header = BinlogHeader(_TYPES[tp], start_ts, commit_ts, ddl_job_id)
+            header = BinlogHeader(TYPES[tp], start_ts, commit_ts, ddl_job_id)
             items.append(WriteItem(body[pos : pos + n], header))
             pos += n
     except (struct.error, KeyError) as e:
