@@ -9,7 +9,8 @@ capture's HTTP API (the Kafka one reaches the broker through its SASL listener, 
 credentials arrived), reports their state with the password masked, moves the Kafka one to
 another topic when the spec changes (paused, updated, resumed: the rows written after land in
 the new topic), removes the plain one when it leaves the spec, and leaves a changefeed made by
-hand alone. A changefeed whose Secret is missing is shown ``pending`` with the reason.
+hand alone. A changefeed whose Secret is missing, or whose claim-check PersistentVolumeClaim
+does not exist, is shown ``pending`` with the reason.
 """
 
 from __future__ import annotations
@@ -75,6 +76,14 @@ async def rows_in(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     return [json.loads(r.value) for r in records if r.value]
 
 
+# open-protocol with claim check into a claim nobody created
+NO_CLAIM = {
+    "protocol": "open-protocol",
+    "largeMessageHandleOption": "claim-check",
+    "claimCheckVolumeClaim": "big-rows",
+}
+
+
 async def test_declared_changefeeds_are_created_updated_and_removed_on_real_captures(
     binlog_chart: InstalledChart,
     etcd: EtcdProcess,
@@ -107,6 +116,10 @@ async def test_declared_changefeeds_are_created_updated_and_removed_on_real_capt
         {"id": "to-kafka", "kafka": kafka},
         {"id": "audit", "sinkURI": "blackhole://"},
         {"id": "no-secret", "kafka": {**kafka, "sasl": {"secretName": "missing"}}},
+        {
+            "id": "no-claim",
+            "kafka": {**{k: v for k, v in kafka.items() if k != "contentCompatible"}, **NO_CLAIM},
+        },
     ]
 
     def spec(feeds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -150,6 +163,12 @@ async def test_declared_changefeeds_are_created_updated_and_removed_on_real_capt
                 pending = shown["no-secret"]
                 assert pending["state"] == "pending"
                 assert f"Secret {NS}/missing does not exist" in pending["error"]
+                unclaimed = shown["no-claim"]  # read with the chart's RBAC: get on claims
+                assert unclaimed["state"] == "pending"
+                assert (
+                    f"PersistentVolumeClaim {NS}/big-rows (claimCheckVolumeClaim) does not exist"
+                    in unclaimed["error"]
+                )
                 async with EtcdKv.connect([etcd.endpoint]) as kv:
                     (raw,) = [
                         r.value
