@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import gc
 import json
 import resource
 import statistics
@@ -52,11 +51,11 @@ from bench.bench_drainer import backlog_values, cpu_seconds
 from bench.upstream import open_upstream, write_all
 from services.demo.cluster import DemoCluster
 from services.demo.procs import Supervisor
-from services.drainer.cli import GC_THRESHOLDS
 from services.drainer.feed import INBOX_SIZE, Inbox
 from services.drainer.pullchannel import CONFIG, PULL_PATH, pull_messages
 from services.drainer.puller import Puller
 from tributary.net import split_host_port
+from tributary.servicekit.gctune import relax_gc
 from tributary.wire.binlog import Pos, PullBinlogReq
 
 IMPLS = ("grpclib", "ceiling", "stock")
@@ -177,8 +176,7 @@ async def child_main(
 
 
 def child(args: argparse.Namespace) -> None:
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    relax_gc()
     pumps = json.loads(args.pumps)
     run = child_main(args.child, pumps, args.cluster_id, args.from_ts)
     if args.profile:

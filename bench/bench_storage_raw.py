@@ -17,6 +17,10 @@ of the rounds, the ratio the median of each round's own ratio. CPU per binlog
 (``time.process_time`` over the storage run: the storage, its threads and the bench's
 caller tasks) is the figure that does not follow the disk.
 
+The storage runs as in the pump's storage process: on uvloop (``--loop asyncio`` for the
+standard loop) with the garbage collector's thresholds the pump sets
+(``tributary.servicekit.gctune``).
+
 Prints one JSON line: binlogs/s for each, the ratios to the baseline, batch figures.
 """
 
@@ -32,8 +36,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import uvloop
+
 from services.pump.storage import Storage, StorageSettings, WriteItem
 from services.pump.storage.record import encode_batch
+from tributary.servicekit.gctune import relax_gc
 from tributary.wire import ts
 from tributary.wire.binlog import Binlog, BinlogType
 from tributary.wire.peek import peek
@@ -98,16 +105,13 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024, help="prewrite row bytes")
     ap.add_argument("--callers", type=int, default=256)
     ap.add_argument("--per-call", type=int, default=32, help="txns per call in the batched run")
-    ap.add_argument("--uvloop", action="store_true")
+    ap.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     pairs = _payloads(args.txns, args.size)
     binlogs = 2 * len(pairs)
-    run = asyncio.run
-    if args.uvloop:
-        import uvloop
-
-        run = uvloop.run
+    run = uvloop.run if args.loop == "uvloop" else asyncio.run
+    relax_gc()
     rounds = []
     for _ in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="bench-storage-") as tmp:
@@ -141,7 +145,7 @@ def main() -> None:
                 "binlogs": binlogs,
                 "callers": args.callers,
                 "prewrite_bytes": args.size,
-                "loop": "uvloop" if args.uvloop else "asyncio",
+                "loop": args.loop,
                 "rounds": args.rounds,
                 "batches": round(med("batches")),
                 "binlogs_per_batch": round(binlogs / med("batches"), 1),

@@ -10,8 +10,10 @@ from collections.abc import Sequence
 
 from services.pump.app import serve
 from tributary.config.pump import PumpConfig
+from tributary.servicekit.gctune import relax_gc
 from tributary.servicekit.main import run_service
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    relax_gc()
     return run_service("binlog-pump", PumpConfig, "PUMP", serve, argv)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class ItemKind(enum.Enum):
@@ -47,8 +47,7 @@ class ItemKind(enum.Enum):
     ROLLBACK = "rollback"  # a plain rollback (commit_ts == 0)
 
 
-@dataclass(frozen=True, slots=True)
-class SortItem:
+class SortItem(NamedTuple):
     """One stored binlog. ``pos`` is the storage's opaque position of it (for restart)."""
 
     kind: ItemKind
@@ -102,9 +101,9 @@ class Sorter:
         The same as pushing one by one: a prewrite added at the tail cannot unblock the
         head, so the queue is drained only after a commit or rollback arrives."""
         before = self._max
-        queue, waiting = self._queue, self._waiting
+        queue, waiting, prewrite = self._queue, self._waiting, ItemKind.PREWRITE
         for item in items:
-            if item.kind is ItemKind.PREWRITE:
+            if item.kind is prewrite:
                 waiting.add(item.start_ts)
                 queue.append(item)
             else:

@@ -9,7 +9,7 @@ is stored), and returns the header.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from tributary.errors import TributaryError
 from tributary.varint import int64 as _int64
@@ -21,8 +21,10 @@ class MalformedBinlog(TributaryError, ValueError):
     """The payload is not a valid marshalled binlog.Binlog."""
 
 
-@dataclass(frozen=True, slots=True)
-class BinlogHeader:
+class BinlogHeader(NamedTuple):
+    """A binlog's header fields (a named tuple: built for every binlog on the write path,
+    where a frozen dataclass costs about three times as much to build)."""
+
     tp: BinlogType
     start_ts: int
     commit_ts: int

@@ -40,6 +40,7 @@ from services.pump.split.link import WriterLink
 from services.pump.split.local import LocalChannel
 from services.pump.split.observations import SHIP_INTERVAL, FrontObservations, ship_every
 from services.pump.split.proxy import RelayedRpc, http_splice
+from tributary.servicekit.gctune import relax_gc
 from tributary.servicekit.net import bind
 from tributary.settings.logs import LogSettings
 from tributary.settings.security import SecuritySettings
@@ -175,6 +176,7 @@ def main() -> int:
     spec = FrontSpec.from_json(os.environ[SPEC_ENV])
     _die_with_parent(spec.parent)
     configure_logging_from(spec.log)
+    relax_gc()
     return uvloop.run(run_front(spec))
 
 

@@ -31,14 +31,19 @@ log = logging.getLogger(__name__)
 CATCH_UP_BYTES = 4 << 20  # value-log bytes read per step
 
 
+_PREWRITE, _COMMIT, _ROLLBACK = BinlogType.Prewrite, BinlogType.Commit, BinlogType.Rollback
+_P, _C, _R = ItemKind.PREWRITE, ItemKind.COMMIT, ItemKind.ROLLBACK
+
+
 def sort_item(header: BinlogHeader, end: Pointer) -> SortItem | None:
     """The sorter's view of a stored binlog (``end``: the position just after it)."""
-    if header.tp == BinlogType.Prewrite:
-        return SortItem(ItemKind.PREWRITE, header.start_ts, 0, end)
-    if header.tp == BinlogType.Commit or header.is_fake:
-        return SortItem(ItemKind.COMMIT, header.start_ts, header.commit_ts, end)
-    if header.tp == BinlogType.Rollback:
-        return SortItem(ItemKind.ROLLBACK, header.start_ts, 0, end)
+    tp = header.tp
+    if tp == _PREWRITE:
+        return SortItem(_P, header.start_ts, 0, end)
+    if tp == _COMMIT or header.is_fake:
+        return SortItem(_C, header.start_ts, header.commit_ts, end)
+    if tp == _ROLLBACK:
+        return SortItem(_R, header.start_ts, 0, end)
     return None  # PreDDL/PostDDL: obsolete, nothing to pair
 
 

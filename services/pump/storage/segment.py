@@ -16,6 +16,7 @@ from collections.abc import Generator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from services.pump.storage.record import Corrupt, Found, ScanEvent, scan
 from tributary.wire.peek import MalformedBinlog, peek
@@ -23,9 +24,8 @@ from tributary.wire.peek import MalformedBinlog, peek
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class Pointer:
-    """A position in the value log: segment id and byte offset."""
+class Pointer(NamedTuple):
+    """A position in the value log: segment id and byte offset (ordered as a tuple)."""
 
     fid: int
     offset: int

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 SIZE_BUCKETS: tuple[float, ...] = tuple(float(16 << n) for n in range(25))  # tidb-binlog's: 16 B ..
@@ -40,6 +41,14 @@ class Distribution:
         self.count += 1
         self.total += value
         self.counts[bisect.bisect_left(self.bounds, value)] += 1
+
+    def observe_many(self, values: Sequence[float]) -> None:
+        """:meth:`observe` each of ``values``."""
+        counts, bounds, where = self.counts, self.bounds, bisect.bisect_left
+        for value in values:
+            counts[where(bounds, value)] += 1
+        self.count += len(values)
+        self.total += sum(values)
 
 
 def _sizes() -> dict[str, Distribution]:

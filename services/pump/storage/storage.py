@@ -226,11 +226,11 @@ class Storage:
 
     def _written(self, items: Sequence[WriteItem], appended: Appended) -> None:
         fid = appended.fid
-        sorted_items = (
-            sort_item(it.header, Pointer(fid, off + size))
-            for it, off, size in zip(items, appended.offsets, appended.sizes, strict=True)
-        )
-        if self._sorter.push_many(i for i in sorted_items if i is not None):
+        sorted_items = []
+        for it, off, size in zip(items, appended.offsets, appended.sizes, strict=True):
+            if (item := sort_item(it.header, Pointer(fid, off + size))) is not None:
+                sorted_items.append(item)
+        if self._sorter.push_many(sorted_items):
             self._advance()
 
     def _advance(self) -> None:
