@@ -126,9 +126,9 @@ _FEED_KAFKA = _obj(
         "largeMessageHandleOption": {
             **_STR,
             "enum": ["none", "claim-check"],
-            "description": "open-protocol: a row over maxMessageBytes stops the changefeed "
-            "naming it (none), or goes to a file of the claim-check storage and the message "
-            "carries its location (claim-check)",
+            "description": "a row over maxMessageBytes stops the changefeed naming it (none), "
+            "or goes to a file of the claim-check storage and the message carries its location "
+            "(claim-check; canal-json needs enableTidbExtension)",
         },
         "claimCheckStorageURI": {
             **_STR,

@@ -7,7 +7,8 @@ differs from the capture's default), so a spec that does not change never change
 sink URL, and the operator never updates a changefeed for nothing; the URL of a block using only
 the fields of earlier versions is what those versions made.
 
-Claim check (open-protocol's ``large-message-handle-option=claim-check``) writes each large
+Claim check (``large-message-handle-option=claim-check``; canal-json's needs
+``enableTidbExtension``, where the location travels) writes each large
 message to a file; on Kubernetes that file must outlive the pod and be readable by consumers, so
 the block names an existing PersistentVolumeClaim (``claimCheckVolumeClaim``), mounted in every
 capture pod at ``CLAIM_CHECK_DIR/<claim>``, and ``claimCheckStorageURI`` (TiCDC's
@@ -77,12 +78,7 @@ _PROTOCOL_FLAGS = {
     "contentCompatible": ("canal-json", "content-compatible"),
     "onlyOutputUpdatedColumns": ("canal-json", "only-output-updated-columns"),
 }
-_OPEN_ONLY = (
-    "maxBatchSize",
-    "largeMessageHandleOption",
-    "claimCheckStorageURI",
-    "claimCheckVolumeClaim",
-)
+_OPEN_ONLY = ("maxBatchSize",)
 
 
 @dataclass(frozen=True)
@@ -205,12 +201,20 @@ def _tuning(k: dict[str, object], where: str, problems: list[str]) -> list[tuple
 def _open_protocol(
     k: dict[str, object], protocol: str, feed_id: str, where: str, problems: list[str]
 ) -> list[tuple[str, str]]:
-    """max-batch-size, large-message-handle-option and claim-check-storage-uri, each refused
-    with another protocol."""
+    """max-batch-size (refused with another protocol), then large-message-handle-option and
+    claim-check-storage-uri (canal-json's claim check needs enableTidbExtension)."""
     if protocol != "open-protocol":
         given = [name for name in _OPEN_ONLY if k.get(name) is not None]
         problems += [f"{where}.{name}: only used with protocol open-protocol" for name in given]
-        return []
+        if (
+            k.get("largeMessageHandleOption") == "claim-check"
+            and k.get("enableTidbExtension") is not True
+        ):
+            problems.append(
+                f"{where}.largeMessageHandleOption: claim-check with protocol {protocol} needs "
+                "enableTidbExtension: true (the claim's location travels in _tidb)"
+            )
+        return _large_messages(k, feed_id, where, problems)
     options: list[tuple[str, str]] = []
     batch = optional_positive(k.get("maxBatchSize"), f"{where}.maxBatchSize", problems)
     if batch is not None:

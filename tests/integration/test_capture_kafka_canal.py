@@ -1,6 +1,7 @@
 """MariaDB -> a real capture process -> Kafka (canal-json, index-value dispatch on 3 partitions,
-TiDB extension) -> a consumer of ours rebuilding the tables in another MariaDB: the checker says
-equal. The messages are checked field by field against Canal's FlatMessage."""
+TiDB extension, claim check for a row over max-message-bytes) -> a consumer of ours rebuilding
+the tables in another MariaDB: the checker says equal. The messages are checked field by field
+against Canal's FlatMessage."""
 
 from __future__ import annotations
 
@@ -78,10 +79,12 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
     up = mariadb_instance("up", "--binlog-row-metadata=FULL")
     down = mariadb_instance("down")
     topic = f"cdc-canal-{compatible}"
+    claims = tmp_path / "claims"
     uri = (
         f"kafka://{kafka.bootstrap}/{topic}?protocol=canal-json&enable-tidb-extension=true"
         "&dispatcher=index-value&partition-num=3&replication-factor=1"
-        f"&max-message-bytes=1048576&kafka-version=2.4.0&content-compatible={compatible}"
+        f"&max-message-bytes=4096&kafka-version=2.4.0&content-compatible={compatible}"
+        f"&large-message-handle-option=claim-check&claim-check-storage-uri=file://{claims}"
     )
     capture, port = start_capture(etcd.endpoint, up.dsn() + "?server-id=4411", tmp_path / "c.log")
     stop = asyncio.Event()
@@ -94,6 +97,7 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
             " state ENUM('new','paid','sent'), f FLOAT)"
         )
         await up.execute("CREATE TABLE shop.events (kind VARCHAR(16), n BIGINT UNSIGNED)")
+        await up.execute("CREATE TABLE shop.docs (id INT PRIMARY KEY, body MEDIUMTEXT)")
         for i in range(0, 60, 6):
             await write_shop(
                 up,
@@ -111,6 +115,8 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
                 "UPDATE items SET price = price * 2, state = 'sent' WHERE id < 10",
                 "DELETE FROM items WHERE id BETWEEN 20 AND 29",
                 "UPDATE events SET kind = 'seen' WHERE n = 18446744073709551615",
+                "INSERT INTO docs VALUES (1, 'short'), (2, REPEAT('z', 6000))",  # over 4096
+                "UPDATE docs SET body = REPEAT('y', 5000) WHERE id = 1",
             ],
         )
         await up.execute("ALTER TABLE shop.items ADD COLUMN note VARCHAR(40) DEFAULT 'new'")
@@ -129,7 +135,22 @@ async def test_capture_to_kafka_canal_json_rebuilt_equal(
         capture.wait()
 
     assert {p for p, _ in consumer.raw} == {0, 1, 2}  # index-value spread the rows
+    assert all(len(v) <= 4096 for _, v in consumer.raw)
+    docs = await down.query("SELECT id, LENGTH(body) FROM shop.docs ORDER BY id")
+    assert [tuple(r) for r in docs] == [(1, 5000), (2, 6000)]
+    assert len(consumer.claim_checks) == 2 and len(list(claims.iterdir())) == 2
     messages = [json.loads(v) for _, v in consumer.raw]
+    refs = [m for m in messages if "claimCheckLocation" in (m.get("_tidb") or {})]
+    assert sorted(m["type"] for m in refs) == ["INSERT", "UPDATE"]
+    for m in refs:  # TiCDC's reference: the handle key alone, the location in _tidb
+        assert m["table"] == "docs" and set(m["data"][0]) == {"id"}
+        assert m["sqlType"] == {"id": 4} and m["mysqlType"] == {
+            "id": FULL["id"] if compatible else "int"
+        }
+        assert list(m["_tidb"]) == ["commitTs", "claimCheckLocation"]
+        assert m["_tidb"]["claimCheckLocation"].startswith(f"file://{claims}/")
+    stored = json.loads(next(claims.iterdir()).read_bytes())
+    assert stored["key"] is None and set(stored) == {"key", "value"}
     for m in messages:
         rows = not m["isDdl"] and m["type"] != "TIDB_WATERMARK"
         assert list(m) == (ROW_FIELDS if rows else OTHER_FIELDS)

@@ -3,7 +3,8 @@
 It reads every partition of a topic, keeps each partition's events until a ``TIDB_WATERMARK``,
 and when the smallest watermark of all partitions passes ts W, applies the events at or below W
 in commit ts order, one transaction per commit ts (a DDL alone), into the sink. Needs
-``enable-tidb-extension=true`` (commit ts and watermarks).
+``enable-tidb-extension=true`` (commit ts and watermarks). A claim-check reference is followed:
+the whole message is read from the file its ``_tidb.claimCheckLocation`` names.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tributary.change import RowChange, Txn
 from tributary.sinks import Sink
+from tributary.sinks.kafka import claimcheck
 from tributary.sinks.kafka.canal import CanalEvent, decode
 
 
@@ -25,6 +27,7 @@ class CanalRebuilder:
         self.watermarks: dict[int, int] = {}
         self.applied = 0  # the commit ts applied up to
         self.raw: list[tuple[int, bytes]] = []  # (partition, message) as read
+        self.claim_checks: list[str] = []  # the locations followed
 
     async def run(self, stop: asyncio.Event) -> None:
         consumer = AIOKafkaConsumer(
@@ -50,6 +53,11 @@ class CanalRebuilder:
                             continue
                         self.raw.append((tp.partition, m.value))
                         event = decode(m.value)
+                        if event.claim_check is not None:
+                            self.claim_checks.append(event.claim_check)
+                            key, whole = claimcheck.read(event.claim_check)
+                            assert key == b""  # canal-json messages have no key
+                            event = decode(whole)
                         if event.watermark:
                             self.watermarks[tp.partition] = event.commit_ts
                         else:

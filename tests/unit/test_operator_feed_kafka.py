@@ -166,6 +166,20 @@ def test_the_capture_pods_mount_each_claim_check_claim_once_writable() -> None:
     assert not [v for v in plain["volumes"] if "persistentVolumeClaim" in v]
 
 
+def test_canal_json_claim_check_with_the_tidb_extension() -> None:
+    f = feed(
+        {
+            "protocol": "canal-json",
+            "enableTidbExtension": True,
+            "largeMessageHandleOption": "claim-check",
+            "claimCheckVolumeClaim": "big-rows",
+        }
+    )
+    s = read_back(sink_uri(f))
+    assert (s.protocol, s.extension, s.large_message) == ("canal-json", True, "claim-check")
+    assert s.claim_check_uri == f"file://{CLAIMS}/orders"
+
+
 def test_every_misuse_is_listed() -> None:
     canal = problems_of(
         {
@@ -183,9 +197,10 @@ def test_every_misuse_is_listed() -> None:
     )
     for expected in (
         "kafka.maxBatchSize: only used with protocol open-protocol",
-        "kafka.largeMessageHandleOption: only used with protocol open-protocol",
-        "kafka.claimCheckStorageURI: only used with protocol open-protocol",
-        "kafka.claimCheckVolumeClaim: only used with protocol open-protocol",
+        "kafka.largeMessageHandleOption: claim-check with protocol canal-json needs "
+        "enableTidbExtension: true (the claim's location travels in _tidb)",
+        "kafka.claimCheckStorageURI: 'file:///x' must be file:///var/lib/binlog/claim-check/c "
+        "or a directory under it",
         "kafka.kafkaVersion: 'latest' must be a version such as 2.4.0",
         "kafka.autoCreateTopic: 'no' must be true or false",
         "kafka.ackTimeout: 0 must be a number of seconds above 0",

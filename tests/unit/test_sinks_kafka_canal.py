@@ -371,3 +371,35 @@ def test_decode_reads_both_forms() -> None:
 def test_decode_refuses_what_is_not_canal_json(payload: bytes) -> None:
     with pytest.raises(canal.CanalJsonError, match="not a canal-json message"):
         canal.decode(payload)
+
+
+def test_a_claim_check_reference_carries_the_handle_key_and_the_location() -> None:
+    change = RowChange.update(TP_INT, ROW, UPDATED)
+    where = "file:///claims/4f0c.json"
+    msg = canal.encode_row(change, TS, canal.Columns.of(TP_INT), extension=True, claim_check=where)
+    assert wall(msg) == (
+        '{"id":0,"database":"test","table":"tp_int","pkNames":["id"],"isDdl":false,'
+        '"type":"UPDATE","es":1640007049196,"ts":T,"sql":"","sqlType":{"id":4},'
+        '"mysqlType":{"id":"int"},"old":[{"id":"2"}],"data":[{"id":"2"}],'
+        '"_tidb":{"commitTs":429918007904436226,"claimCheckLocation":"file:///claims/4f0c.json"}}'
+    )  # TiCDC's form: the handle key columns alone
+    ref = canal.decode(msg)
+    assert ref.claim_check == where and ref.commit_ts == TS and ref.row is not None
+    assert ref.row.values == {"id": 2}
+    keyless = TableInfo.build("test", "log", [("a", "int"), ("b", "varchar(8)")], [])
+    row = RowChange.insert(keyless, {"a": 1, "b": "x"})  # no key: every column identifies it
+    msg = canal.encode_row(row, TS, canal.Columns.of(keyless), extension=True, claim_check=where)
+    assert json.loads(msg)["data"] == [{"a": "1", "b": "x"}]
+    plain = canal.decode(canal.encode_row(row, TS, canal.Columns.of(keyless), extension=True))
+    assert plain.claim_check is None
+
+
+def test_claim_check_url_keys_for_canal_json_need_the_tidb_extension() -> None:
+    base = "kafka://127.0.0.1:9092/t?large-message-handle-option=claim-check"
+    claims = "&claim-check-storage-uri=file:///var/claims"
+    s = parse_url(urlsplit(base + claims + "&enable-tidb-extension=true"), "canal-json")
+    assert (s.large_message, s.claim_check_uri) == ("claim-check", "file:///var/claims")
+    with pytest.raises(SinkError, match="claim-check needs enable-tidb-extension=true"):
+        parse_url(urlsplit(base + claims), "canal-json")
+    with pytest.raises(SinkError, match="needs claim-check-storage-uri=file:///DIR"):
+        parse_url(urlsplit(base + "&enable-tidb-extension=true"), "canal-json")

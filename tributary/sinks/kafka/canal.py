@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +87,7 @@ class Columns:
     pk_json: str
     mysql_types: str
     only_updated: bool = False
+    mysql_pairs: tuple[tuple[str, str], ...] = ()  # (column, its mysqlType JSON)
 
     @classmethod
     def of(
@@ -104,30 +106,51 @@ class Columns:
             types.append((c.name, jstr(mysql_type(ct, name, c.mysql_type, full=compatible))))
         pk = [c.name for c in info.columns if c.is_pk]
         pk_json = "[" + ",".join(map(jstr, pk)) + "]"
-        return cls(tuple(plan), pk_json, _jobject(types), only_updated or compatible)
+        return cls(tuple(plan), pk_json, _jobject(types), only_updated or compatible, tuple(types))
 
-    def row(self, values: Row, skip: Row | None = None) -> str:
-        """``[{...}]`` of the columns present in ``values`` (those equal in ``skip`` left out)."""
+    def row(self, values: Row, skip: Row | None = None, keep: Container[str] | None = None) -> str:
+        """``[{...}]`` of the columns present in ``values`` (those equal in ``skip`` left out;
+        with ``keep``, only those in it)."""
         pairs = []
         for n, ct, name in self.plan:
             if n not in values or (skip is not None and n in skip and skip[n] == values[n]):
+                continue
+            if keep is not None and n not in keep:
                 continue
             text = value_text(ct, name, values[n])
             pairs.append((n, "null" if text is None else jstr(text)))
         return "[" + _jobject(pairs) + "]"
 
-    def sql_types(self, values: Row) -> str:
+    def sql_types(self, values: Row, keep: Container[str] | None = None) -> str:
         return _jobject(
-            [(n, str(sql_type(ct, name, values[n]))) for n, ct, name in self.plan if n in values]
+            [
+                (n, str(sql_type(ct, name, values[n])))
+                for n, ct, name in self.plan
+                if n in values and (keep is None or n in keep)
+            ]
         )
 
+    def mysql_types_of(self, keep: Container[str]) -> str:
+        return _jobject([(n, t) for n, t in self.mysql_pairs if n in keep])
 
-def encode_row(change: RowChange, commit_ts: int, cols: Columns, *, extension: bool) -> bytes:
+
+def encode_row(
+    change: RowChange,
+    commit_ts: int,
+    cols: Columns,
+    *,
+    extension: bool,
+    claim_check: str | None = None,
+) -> bytes:
+    """A row change's message; with ``claim_check`` (the location of the whole message in the
+    claim-check storage), TiCDC's reference to it: the row's handle key columns alone, and the
+    location in ``_tidb.claimCheckLocation``."""
     info, values = change.table, change.values
+    keep = None if claim_check is None else frozenset(info.where_columns(values))
     try:
         old = "null"
         if change.old_values is not None:
-            old = cols.row(change.old_values, values if cols.only_updated else None)
+            old = cols.row(change.old_values, values if cols.only_updated else None, keep)
         parts = [
             '{"id":0,"database":',
             jstr(info.schema),
@@ -138,17 +161,21 @@ def encode_row(change: RowChange, commit_ts: int, cols: Columns, *, extension: b
             ',"isDdl":false,"type":"',
             _KINDS[change.kind],
             f'","es":{physical_ms(commit_ts)},"ts":{int(time.time() * 1000)},"sql":"","sqlType":',
-            cols.sql_types(values),
+            cols.sql_types(values, keep),
             ',"mysqlType":',
-            cols.mysql_types,
+            cols.mysql_types if keep is None else cols.mysql_types_of(keep),
             ',"old":',
             old,
             ',"data":',
-            cols.row(values),
+            cols.row(values, keep=keep),
         ]
     except (ValueError, TypeError, UnicodeDecodeError, OverflowError) as e:
         raise CanalJsonError(f"txn {commit_ts}: {info.qualified}: cannot write a row: {e}") from e
-    if extension:
+    if claim_check is not None:
+        parts.append(
+            f',"_tidb":{{"commitTs":{commit_ts},"claimCheckLocation":{jstr(claim_check)}}}'
+        )
+    elif extension:
         parts.append(f',"_tidb":{{"commitTs":{commit_ts}}}')
     parts.append("}")
     return "".join(parts).encode()
@@ -187,6 +214,7 @@ class CanalEvent:
     row: RowChange | None = None
     ddl: Ddl | None = None
     watermark: bool = False
+    claim_check: str | None = None  # the whole message is there; ``row`` has its key alone
 
 
 def _value(text: str | None, mysql_type: str) -> SqlValue:
@@ -218,7 +246,8 @@ def decode(payload: bytes) -> CanalEvent:
         ts = int(tidb.get("commitTs", 0))
         if msg["isDdl"]:
             return CanalEvent(ts, ddl=Ddl(msg["database"], msg["sql"], msg["table"]))
-        return CanalEvent(ts, row=_row(msg))
+        claim = tidb.get("claimCheckLocation")
+        return CanalEvent(ts, row=_row(msg), claim_check=None if claim is None else str(claim))
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
         raise CanalJsonError(f"not a canal-json message ({len(payload)} bytes): {e!r}") from e
 

@@ -4,6 +4,11 @@ One message per row change or DDL (``canal``); the URL, topics, dispatchers and 
 message over ``max-message-bytes`` are shared with open-protocol (``cdc_base``). A DDL goes to
 partition 0 of its table's topic (TiCDC's rule for canal-json).
 
+``large-message-handle-option=claim-check`` (with ``enable-tidb-extension``): a row whose message
+is over ``max-message-bytes`` is written whole to the claim-check storage (``claimcheck``, the
+file's ``key`` null) and sent as its handle key columns with the file's location in
+``_tidb.claimCheckLocation``, as TiCDC does; a reference still over the limit is refused.
+
 ``content-compatible`` (TiCDC v6.5.6+): Canal's full ``mysqlType`` and an UPDATE's ``old`` with
 the changed columns only; ``only-output-updated-columns``: the latter alone.
 
@@ -26,10 +31,12 @@ from tributary.sinks.kafka.canal import Columns, encode_ddl, encode_row, encode_
 from tributary.sinks.kafka.cdc_base import (
     CdcSettings,
     TopicSink,
+    open_claim_check,
     open_producer,
     parse_url,
     partition_of,
 )
+from tributary.sinks.kafka.claimcheck import ClaimCheck
 from tributary.sinks.port import SinkOptions, pending
 
 CanalSettings = CdcSettings
@@ -38,8 +45,17 @@ CanalSettings = CdcSettings
 class CanalJsonSink(TopicSink):
     """Sends row changes and DDLs as canal-json; ``safe_mode`` has no effect."""
 
-    def __init__(self, settings: CdcSettings, producer: AIOKafkaProducer, safe_mode: bool):
+    large_hint = ", or set large-message-handle-option=claim-check"
+
+    def __init__(
+        self,
+        settings: CdcSettings,
+        producer: AIOKafkaProducer,
+        safe_mode: bool,
+        claim_check: ClaimCheck | None = None,
+    ):
         super().__init__(settings, producer, safe_mode)
+        self._claim_check = claim_check
         self._columns: dict[TableInfo, Columns] = {}
 
     async def apply(self, txns: Sequence[Txn]) -> None:
@@ -79,6 +95,9 @@ class CanalJsonSink(TopicSink):
                 t, compatible=s.content_compatible, only_updated=s.only_updated
             )
         value = encode_row(change, txn.commit_ts, cols, extension=self.settings.extension)
+        if len(value) > self.settings.max_message_bytes and self._claim_check is not None:
+            location = await self._claim_check.write(None, value)
+            value = encode_row(change, txn.commit_ts, cols, extension=True, claim_check=location)
         topic = self.settings.topic_of(t.schema, t.table)
         count = await self._partition_count(topic)
         partition = partition_of(self.settings, change, txn.commit_ts, count)
@@ -87,4 +106,5 @@ class CanalJsonSink(TopicSink):
 
 async def open_url(url: SplitResult, options: SinkOptions) -> CanalJsonSink:
     s = parse_url(url, "canal-json")
-    return CanalJsonSink(s, await open_producer(s), options.safe_mode)
+    claim_check = await open_claim_check(s)
+    return CanalJsonSink(s, await open_producer(s), options.safe_mode, claim_check)

@@ -27,8 +27,9 @@ the password; TiCDC's ``sasl-user``/``sasl-password`` query keys are refused for
   error, as in TiCDC.
 * A message over ``max-message-bytes`` is refused with a non-retriable error naming the table,
   the row's key and the transaction (the changefeed stops there; nothing after it is written),
-  unless ``large-message-handle-option=claim-check`` (open-protocol): then the whole message goes
-  to a file of the claim-check storage and the Kafka message carries its location.
+  unless ``large-message-handle-option=claim-check``: then the whole message goes to a file of
+  the claim-check storage and the Kafka message carries its location and the row's handle key
+  columns (canal-json: in ``_tidb``, so it needs ``enable-tidb-extension=true``, as TiCDC does).
 
 Delivery is at-least-once, as TiCDC's: the checkpoint is the last batch the brokers acknowledged
 in this process (None after a start). Messages go out from an idempotent producer with acks from
@@ -49,6 +50,7 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError, TopicAlreadyEx
 
 from tributary.change import RowChange, Txn
 from tributary.settings.parsers import parse_bool, parse_byte_size
+from tributary.sinks.kafka.claimcheck import ClaimCheck
 from tributary.sinks.kafka.options import SASL_MECHANISMS, Security
 from tributary.sinks.port import SinkError
 
@@ -105,6 +107,15 @@ def partition_of(s: CdcSettings, change: RowChange, commit_ts: int, count: int) 
         cols = t.where_columns(row)
         return _hash(t.schema, t.table, *(row.get(c) for c in cols)) % count
     return _hash(t.schema, t.table) % count
+
+
+async def open_claim_check(s: CdcSettings) -> ClaimCheck | None:
+    """The claim-check storage of ``large-message-handle-option=claim-check``, ready to write."""
+    if s.large_message != "claim-check":
+        return None
+    claim_check = ClaimCheck(s.claim_check_uri)
+    await claim_check.start()
+    return claim_check
 
 
 def row_named(row: RowChange | None, txn: Txn | None) -> str:
@@ -260,7 +271,13 @@ _OPTIONS = {
     "sasl-mechanism",
 }
 _PROTOCOL_OPTIONS = {
-    "canal-json": {"enable-tidb-extension", "content-compatible", "only-output-updated-columns"},
+    "canal-json": {
+        "enable-tidb-extension",
+        "content-compatible",
+        "only-output-updated-columns",
+        "large-message-handle-option",
+        "claim-check-storage-uri",
+    },
     "open-protocol": {"max-batch-size", "large-message-handle-option", "claim-check-storage-uri"},
 }
 
@@ -315,6 +332,11 @@ def parse_url(url: SplitResult, protocol: str) -> CdcSettings:
         )
     except ValueError as e:
         raise SinkError(f"{protocol} sink URL {url.geturl()!r}: {e}") from e
+    if protocol == "canal-json" and large == "claim-check" and not s.extension:
+        raise SinkError(
+            "canal-json sink URL: large-message-handle-option=claim-check needs "
+            "enable-tidb-extension=true (the claim's location travels in _tidb)"
+        )
     numbers = (s.partition_num, s.replication_factor, s.max_message_bytes, s.max_batch_size)
     if min(numbers) < 1 or s.ack_timeout <= 0:
         raise SinkError(f"{protocol} sink URL: the numbers must be positive")

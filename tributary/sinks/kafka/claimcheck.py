@@ -43,11 +43,15 @@ class ClaimCheck:
         except OSError as e:
             raise ClaimCheckError(f"claim-check storage {self.uri}: {e}") from e
 
-    async def write(self, key: bytes, value: bytes) -> str:
-        """Stores one message; returns its location (what the Kafka message carries)."""
+    async def write(self, key: bytes | None, value: bytes) -> str:
+        """Stores one message; returns its location (what the Kafka message carries). A message
+        without a key (canal-json's) has ``"key":null``, as Go writes a nil byte slice."""
         name = f"{uuid.uuid4()}.json"
         body = json.dumps(
-            {"key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode()},
+            {
+                "key": None if key is None else base64.b64encode(key).decode(),
+                "value": base64.b64encode(value).decode(),
+            },
             separators=(",", ":"),
         ).encode()
         try:

@@ -27,6 +27,7 @@ from tributary.sinks.kafka import openproto as op
 from tributary.sinks.kafka.cdc_base import (
     CdcSettings,
     TopicSink,
+    open_claim_check,
     open_producer,
     parse_url,
     partition_of,
@@ -139,8 +140,5 @@ class OpenProtocolSink(TopicSink):
 
 async def open_url(url: SplitResult, options: SinkOptions) -> OpenProtocolSink:
     s = parse_url(url, "open-protocol")
-    claim_check = None
-    if s.large_message == "claim-check":
-        claim_check = ClaimCheck(s.claim_check_uri)
-        await claim_check.start()
+    claim_check = await open_claim_check(s)
     return OpenProtocolSink(s, await open_producer(s), options.safe_mode, claim_check)
