@@ -33,7 +33,7 @@ from tributary.cdc.spans import DDL_SPAN, WHOLE_SPAN
 from tributary.coord.etcd import EtcdKv
 from tributary.net import join_host_port, split_host_port
 from tributary.sinks import Sink, SinkOptions
-from tributary.sinks.pump.counters import PumpClientCounters
+from tributary.sinks.pump.counters import KeyedPumpClientCounters, PumpClientCounters
 from tributary.sinks.schemes import open_sink
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.tls import ALPN_HTTP, server_context
@@ -73,11 +73,10 @@ async def serve(
         kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.etcd)))
         feeds = Feeds(kv, keys, source, upstream_id)
         holder: list[Capture] = []
-        pump_client = PumpClientCounters()  # every pump:// sink's client counts into it
+        pump_clients = KeyedPumpClientCounters()  # each changefeed's pump:// sinks count in its
         metrics = CaptureMetrics(
-            lambda: holder[0] if holder else None, pump_client=pump_client.totals
+            lambda: holder[0] if holder else None, pump_client=pump_clients.totals
         )
-        opener = _counted(sink_opener, pump_client)
         ops = OpsServer(
             host,
             port,
@@ -107,7 +106,7 @@ async def serve(
                 view.info,
                 view.status,
                 source,
-                opener,
+                _counted(sink_opener, pump_clients.of((view.feed.namespace, view.feed.id))),
                 spans=spans,
                 tables=frozenset(s for s in view.assign if s not in (DDL_SPAN, WHOLE_SPAN)),
                 gate=fence.check,
@@ -129,7 +128,7 @@ async def serve(
 
 
 def _counted(sink_opener: SinkOpener, pump_client: PumpClientCounters) -> SinkOpener:
-    """``sink_opener`` giving every ``pump://`` sink the capture's pump client counters."""
+    """``sink_opener`` giving every ``pump://`` sink the changefeed's pump client counters."""
 
     def open_(url: str, options: SinkOptions) -> AbstractAsyncContextManager[Sink]:
         return sink_opener(url, pump_client.options(url, options))

@@ -10,10 +10,12 @@ registry just before each scrape, so the replication path never touches promethe
 * ``ticdc_processor_*`` (the capture running the processor): ``checkpoint_ts``,
   ``checkpoint_ts_lag``, ``resolved_ts``, ``resolved_ts_lag``, ``exit_with_error_count``, same
   labels, from the processor itself; plus ours, ``applied_rows``.
-* ``ticdc_sink_pump_client_events_total{type}`` (ours): the counters of the pump clients of
-  this capture's ``pump://`` sinks (``pumpclient.ClientStats``, ``type`` the field name:
-  ``prewrites_ok``, ``rpc_errors``, ``retries``, ...), summed over every changefeed and every
-  sink this process opened, read at scrape time; no series before a ``pump://`` sink opens.
+* ``ticdc_sink_pump_client_events_total{namespace,changefeed,type}`` (ours): the counters of
+  the pump clients of a changefeed's ``pump://`` sinks on this capture
+  (``pumpclient.ClientStats``, ``type`` the field name: ``prewrites_ok``, ``rpc_errors``,
+  ``retries``, ...), summed over every sink this process opened for it, read at scrape time; no
+  series before a ``pump://`` sink opens. A changefeed that moves to another capture or is
+  removed keeps its totals here until this process ends (they only grow).
 
 Lags use this capture's clock; the ts are the upstream's clock (``mysqlsource.timestamps``).
 """
@@ -53,7 +55,7 @@ class CaptureMetrics(Metrics):
         capture: Callable[[], Capture | None],
         clock: Callable[[], float] = time.time,
         *,
-        pump_client: Callable[[], Mapping[str, int]] = dict,
+        pump_client: Callable[[], Mapping[tuple[str, ...], int]] = dict,
     ) -> None:
         super().__init__(namespace="ticdc", before_scrape=self.sync, process_metrics=True)
         self._capture = capture
@@ -93,8 +95,8 @@ class CaptureMetrics(Metrics):
         )
         self.pump_client = self.plain_counter(
             "events",
-            "what the pump clients of pump:// sinks counted, by counter",
-            "type",
+            "what the pump clients of a changefeed's pump:// sinks counted, by counter",
+            (*FEED, "type"),
             pump_client,
             subsystem="sink_pump_client",
         )

@@ -59,8 +59,9 @@ async def converged(up: MariaDBServer, down: MariaDBServer, expect: dict[str, in
         raise AssertionError(f"downstream did not converge: {last}") from None
 
 
-async def pump_client_count(port: int, kind: str) -> float:
-    """The capture's ``ticdc_sink_pump_client_events_total{type=kind}``, as scraped."""
+async def pump_client_count(port: int, kind: str, changefeed: str) -> float:
+    """The capture's ``ticdc_sink_pump_client_events_total{changefeed,type=kind}``, as
+    scraped."""
     async with (
         aiohttp.ClientSession() as http,
         http.get(f"http://127.0.0.1:{port}/metrics") as r,
@@ -70,7 +71,9 @@ async def pump_client_count(port: int, kind: str) -> float:
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             if s.name == "ticdc_sink_pump_client_events_total" and s.labels["type"] == kind:
-                return s.value
+                assert s.labels["namespace"] == "default"
+                if s.labels["changefeed"] == changefeed:
+                    return s.value
     raise AssertionError(f"no pump client counter {kind!r} in the capture's /metrics")
 
 
@@ -127,7 +130,7 @@ async def test_mariadb_through_capture_pumps_and_drainer(
             await write_shop(up, ["UPDATE items SET note = 'changed' WHERE id = 1"])
             await converged(up, down, {"items": 51, "events": 3})
             # 10 + 1 + 1 + 1 transactions and the ALTER, each a prewrite the pumps acknowledged
-            assert await pump_client_count(port, "prewrites_ok") >= 14
+            assert await pump_client_count(port, "prewrites_ok", "to-pumps") >= 14
 
             capture.kill()  # SIGKILL mid-life; the upstream keeps changing meanwhile
             capture.wait()

@@ -2,7 +2,8 @@
 
 Exported where a service owns the client: for ``pump://`` sinks (``sinks.pump.counters``) the
 drainer's ``/metrics`` has ``binlog_drainer_pump_client_events_total{type}`` and the capture's
-``ticdc_sink_pump_client_events_total{type}``, ``type`` being a field name below. The load
+``ticdc_sink_pump_client_events_total{namespace,changefeed,type}``, ``type`` being a field
+name below. The load
 generator's and the demo's clients live for one run and export nothing.
 """
 

@@ -151,28 +151,36 @@ class PlainHistogram:
         yield family
 
 
+PlainTotals = Mapping[str, float] | Mapping[tuple[str, ...], float]
+
+
 class PlainCounter:
-    """A counter family with one label whose totals ``read`` returns on each scrape, as
-    ``{label value: total}``; collected as a counter. The totals must only grow."""
+    """A counter family whose totals ``read`` returns on each scrape, as ``{label value:
+    total}`` (one label) or ``{(label values...): total}`` (several); collected as a counter.
+    The totals must only grow."""
 
     def __init__(
-        self, name: str, documentation: str, label: str, read: Callable[[], Mapping[str, float]]
+        self,
+        name: str,
+        documentation: str,
+        labels: str | Sequence[str],
+        read: Callable[[], PlainTotals],
     ) -> None:
         self.name = name
         self._doc = documentation
-        self._label = label
+        self._labels = (labels,) if isinstance(labels, str) else tuple(labels)
         self._read = read
 
     def _family(self) -> CounterMetricFamily:
-        return CounterMetricFamily(self.name, self._doc, labels=(self._label,))
+        return CounterMetricFamily(self.name, self._doc, labels=self._labels)
 
     def describe(self) -> Iterator[Metric]:
         yield self._family()  # the registry learns the names without calling ``read``
 
     def collect(self) -> Iterator[Metric]:
         family = self._family()
-        for value, total in self._read().items():
-            family.add_metric([value], total)
+        for values, total in self._read().items():
+            family.add_metric([values] if isinstance(values, str) else list(values), total)
         yield family
 
 
@@ -281,13 +289,14 @@ class Metrics:
         self,
         name: str,
         documentation: str,
-        label: str,
-        read: Callable[[], Mapping[str, float]],
+        labels: str | Sequence[str],
+        read: Callable[[], PlainTotals],
         *,
         subsystem: str | None = None,
     ) -> PlainCounter:
-        """A counter (``<name>_total{label}``) of totals kept elsewhere, ``read`` on each scrape."""
-        family = PlainCounter(self.name(name, subsystem), documentation, label, read)
+        """A counter (``<name>_total{labels}``) of totals kept elsewhere, ``read`` on each
+        scrape."""
+        family = PlainCounter(self.name(name, subsystem), documentation, labels, read)
         self.registry.register(family)
         return family
 

@@ -6,8 +6,10 @@ closed and opened again (a capture's processor after an error) goes on counting 
 last one stopped. Invariant: ``totals`` only grow; they are empty until a ``pump://`` sink was
 opened, so a service with another downstream exports no pump client series.
 
-Example: a capture runs changefeed A into ``pump://`` and B into ``mysql://``; A's sink writes
-3 P-binlogs, fails, is opened again and writes 2: ``totals()["prewrites_ok"]`` is 5.
+A capture keeps one per changefeed (``KeyedPumpClientCounters``), so its series are labelled by
+changefeed. Example: a capture runs changefeed A into ``pump://`` and B into ``mysql://``; A's
+sink writes 3 P-binlogs, fails, is opened again and writes 2: A's ``totals()["prewrites_ok"]``
+is 5, and B has no series.
 """
 
 from __future__ import annotations
@@ -38,3 +40,25 @@ class PumpClientCounters:
     def totals(self) -> dict[str, int]:
         """``{counter: total}`` (``ClientStats``'s field names), read at scrape time."""
         return dataclasses.asdict(self.stats) if self.used else {}
+
+
+class KeyedPumpClientCounters:
+    """A ``PumpClientCounters`` per key (a capture's changefeeds: ``(namespace, id)``), each
+    made when first asked for and kept for the process's life (its totals only grow)."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[tuple[str, ...], PumpClientCounters] = {}
+
+    def of(self, key: tuple[str, ...]) -> PumpClientCounters:
+        counters = self._by_key.get(key)
+        if counters is None:
+            counters = self._by_key[key] = PumpClientCounters()
+        return counters
+
+    def totals(self) -> dict[tuple[str, ...], int]:
+        """``{(*key, counter): total}`` of every key whose ``pump://`` sink was opened."""
+        return {
+            (*key, name): total
+            for key, counters in self._by_key.items()
+            for name, total in counters.totals().items()
+        }
