@@ -24,8 +24,6 @@ import asyncio
 from collections.abc import Sequence
 from urllib.parse import SplitResult
 
-from aiokafka import AIOKafkaProducer
-
 from tributary.change import RowChange, TableInfo, Txn
 from tributary.sinks.kafka.canal import Columns, encode_ddl, encode_row, encode_watermark
 from tributary.sinks.kafka.cdc_base import (
@@ -36,7 +34,6 @@ from tributary.sinks.kafka.cdc_base import (
     parse_url,
     partition_of,
 )
-from tributary.sinks.kafka.claimcheck import ClaimCheck
 from tributary.sinks.port import SinkOptions, pending
 
 CanalSettings = CdcSettings
@@ -45,18 +42,7 @@ CanalSettings = CdcSettings
 class CanalJsonSink(TopicSink):
     """Sends row changes and DDLs as canal-json; ``safe_mode`` has no effect."""
 
-    large_hint = ", or set large-message-handle-option=claim-check"
-
-    def __init__(
-        self,
-        settings: CdcSettings,
-        producer: AIOKafkaProducer,
-        safe_mode: bool,
-        claim_check: ClaimCheck | None = None,
-    ):
-        super().__init__(settings, producer, safe_mode)
-        self._claim_check = claim_check
-        self._columns: dict[TableInfo, Columns] = {}
+    _columns: dict[TableInfo, Columns]
 
     async def apply(self, txns: Sequence[Txn]) -> None:
         async with self._lock:

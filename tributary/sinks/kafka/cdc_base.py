@@ -42,13 +42,14 @@ import asyncio
 import logging
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError, TopicAlreadyExistsError
 
-from tributary.change import RowChange, Txn
+from tributary.change import RowChange, TableInfo, Txn
 from tributary.settings.parsers import parse_bool, parse_byte_size
 from tributary.sinks.kafka.claimcheck import ClaimCheck
 from tributary.sinks.kafka.options import SASL_MECHANISMS, Security
@@ -130,13 +131,22 @@ def row_named(row: RowChange | None, txn: Txn | None) -> str:
 
 
 class TopicSink:
-    """Topics, partitions and sending for the TiCDC protocol sinks (subclasses encode)."""
+    """Topics, partitions and sending for the TiCDC protocol sinks (subclasses encode), and the
+    claim-check storage of large messages (None: a large message is refused)."""
 
-    large_hint = ""  # how else a protocol can send a large message
+    large_hint = ", or set large-message-handle-option=claim-check"  # how else to send one
 
-    def __init__(self, settings: CdcSettings, producer: AIOKafkaProducer, safe_mode: bool):
+    def __init__(
+        self,
+        settings: CdcSettings,
+        producer: AIOKafkaProducer,
+        safe_mode: bool,
+        claim_check: ClaimCheck | None = None,
+    ):
         self.settings = settings
         self.safe_mode = safe_mode
+        self._claim_check = claim_check
+        self._columns: dict[TableInfo, Any] = {}  # a table's encoding plan, the protocol's
         self._producer = producer
         self._partitions: dict[str, int] = {}
         self._checkpoint: int | None = None

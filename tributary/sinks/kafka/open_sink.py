@@ -20,19 +20,15 @@ import asyncio
 from collections.abc import Sequence
 from urllib.parse import SplitResult
 
-from aiokafka import AIOKafkaProducer
-
 from tributary.change import RowChange, TableInfo, Txn
 from tributary.sinks.kafka import openproto as op
 from tributary.sinks.kafka.cdc_base import (
-    CdcSettings,
     TopicSink,
     open_claim_check,
     open_producer,
     parse_url,
     partition_of,
 )
-from tributary.sinks.kafka.claimcheck import ClaimCheck
 from tributary.sinks.port import SinkOptions, pending
 
 _Batches = dict[tuple[str, int], op.Batch]
@@ -41,18 +37,7 @@ _Batches = dict[tuple[str, int], op.Batch]
 class OpenProtocolSink(TopicSink):
     """Sends row changes, DDLs and resolved events in Open Protocol; ``safe_mode`` has no effect."""
 
-    large_hint = ", or set large-message-handle-option=claim-check"
-
-    def __init__(
-        self,
-        settings: CdcSettings,
-        producer: AIOKafkaProducer,
-        safe_mode: bool,
-        claim_check: ClaimCheck | None,
-    ):
-        super().__init__(settings, producer, safe_mode)
-        self._claim_check = claim_check
-        self._columns: dict[TableInfo, op.Columns] = {}
+    _columns: dict[TableInfo, op.Columns]
 
     async def apply(self, txns: Sequence[Txn]) -> None:
         async with self._lock:
