@@ -111,7 +111,7 @@ class Reconciler:
         spec, entries = self.parse_with_entries(raw)
         check_all(spec, name, namespace)
         current = await self.pump_replicas(name, namespace)
-        replicas, error = spec.pumps.replicas, None
+        replicas, error, removed_pumps = spec.pumps.replicas, None, 0
         if current is not None and replicas < current:
             try:
                 await self.take_offline(name, namespace, spec, current, replicas)
@@ -121,11 +121,16 @@ class Reconciler:
                 )
                 replicas, error = current, str(e)
             else:  # the removed pumps are offline: they leave through their resources
-                await self.nodes.delete_pumps(name, namespace, replicas, current)
+                removed_pumps = current
         for obj in build(name, namespace, uid, spec, replicas):
             if obj["kind"] == "StatefulSet":
                 await keep_claims(self._kube, obj)
             await self._kube.apply(obj)
+        if removed_pumps:
+            # Only once the StatefulSet says fewer replicas: a status pass that reads the Pumps
+            # and then the replicas (``observe``) and finds a removed pump's Pump gone must also
+            # find its ordinal gone, or it would put the Pump back (``NodeResources.restore``).
+            await self.nodes.delete_pumps(name, namespace, replicas, removed_pumps)
         await self.nodes.apply_pumps(name, namespace, uid, replicas)
         await self.nodes.apply_drainers(name, namespace, uid, entries)
         names = {str(e["name"]) for e in entries}
@@ -266,10 +271,14 @@ class Reconciler:
 
     async def observe(self, name: str, namespace: str, spec: ClusterSpec) -> Observed:
         """The pump StatefulSet's replicas and this cluster's registry records; raises KvError,
-        TimeoutError or KubeError."""
-        replicas = await self.pump_replicas(name, namespace) or 0
+        TimeoutError or KubeError.
+
+        The Pumps are read before the replicas: ``reconcile`` deletes a removed pump's Pump only
+        after lowering the replicas, so a Pump found missing here is never one of an ordinal
+        that the replicas read after it still count (restoring it would bring it back)."""
         pump_resources = await self.nodes.pumps_of(name, namespace)
         drainer_resources = await self.nodes.drainers_of(name, namespace)
+        replicas = await self.pump_replicas(name, namespace) or 0
         async with asyncio.timeout(self._etcd_timeout), self._open_kv(spec.etcd_endpoints) as kv:
             registry = NodeRegistry(kv)
             pumps = await registry.list(NodeKind.PUMP)
