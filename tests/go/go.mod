@@ -6,6 +6,7 @@ require (
 	github.com/pingcap/tidb v1.1.0-beta.0.20230303060110-ad01574a71b3
 	github.com/pingcap/tipb v0.0.0-20230119054146-c6b7a5a1623b
 	github.com/tikv/pd/client v0.0.0-20230301094509-c82b237672a0
+	google.golang.org/grpc v1.52.3
 )
 
 require (
@@ -73,7 +74,6 @@ require (
 	golang.org/x/sys v0.5.0 // indirect
 	golang.org/x/text v0.7.0 // indirect
 	google.golang.org/genproto v0.0.0-20230202175211-008b39050e57 // indirect
-	google.golang.org/grpc v1.52.3 // indirect
 	google.golang.org/protobuf v1.28.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 )
