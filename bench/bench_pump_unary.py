@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ import uvloop
 
 from services.demo.cluster import DemoCluster
 from services.demo.procs import Child, Supervisor, free_port, free_port_pair
+from tests.support.components import ComponentMissing, component
 from tributary.coord.etcd import EtcdKv
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus, node_key
@@ -49,13 +49,11 @@ READY_WITHIN = 60.0
 
 
 def go_binaries() -> Path:
-    """The directory holding the pumpwriter (built by scripts/go-test-binaries if needed)."""
-    done = subprocess.run(
-        [str(REPO / "scripts" / "go-test-binaries")], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"scripts/go-test-binaries failed: {done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    """The directory holding the pumpwriter (``make deps`` builds it)."""
+    try:
+        return component("go-test-programs")
+    except ComponentMissing as e:
+        raise SystemExit(str(e)) from None
 
 
 def cpu_seconds(pid: int) -> float:

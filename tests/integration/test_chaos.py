@@ -67,7 +67,7 @@ def test_kafka_path_survives_sigkills_of_drainer_arbiter_and_broker(
     once) -> binlog-arbiter -> MariaDB; the drainer, the arbiter and the broker each SIGKILLed
     once mid-load. The checker finds every table equal, and the topic, read as a read_committed
     consumer, holds no transaction twice."""
-    jars()  # the broker's jars (scripts/kafka-dist), fetched once, before the clock runs
+    jars()  # the broker's jars (make deps), looked up before the clock runs
     argv = ["--kafka", "--victims", "drainer,arbiter,broker", "--actions", "kill"]
     argv += ["--cycles", "3", "--seed", "7", "--work-dir", str(tmp_path / "chaos")]
     result = _chaos(argv)

@@ -1,6 +1,6 @@
 """A real headless Chromium for page tests, driven over the Chrome DevTools Protocol.
 
-Debian's ``chromium`` is installed with apt when missing (once per session, like MariaDB).
+Debian's ``chromium`` comes from ``make deps`` (scripts/deps); this module only looks it up.
 ``headless_browser`` starts it with a fresh profile on a free debugging port, opens one page
 target and yields a ``Page`` that evaluates JavaScript and takes screenshots over the target's
 websocket (aiohttp); the browser process is killed on exit.
@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import fcntl
 import itertools
 import json
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -24,10 +21,9 @@ from typing import Any
 
 import aiohttp
 
+from tests.support.components import ComponentMissing, component
 from tests.support.net import free_port
 
-PACKAGE = "chromium"
-_LOCK = "/tmp/tributary-apt-chromium.lock"
 FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -43,26 +39,15 @@ FLAGS = (
 
 
 class BrowserUnavailable(RuntimeError):
-    """Chromium could not be installed or started; the message says why."""
+    """Chromium is missing or could not start; the message says why."""
 
 
 def chromium_binary() -> str:
-    found = shutil.which("chromium")
-    if found is not None:
-        return found
-    with open(_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another pytest session may be installing
-        if shutil.which("chromium") is None:
-            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-            for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", PACKAGE]):
-                done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-                if done.returncode != 0:
-                    out = (done.stdout + done.stderr)[-4000:]
-                    raise BrowserUnavailable(f"`{' '.join(cmd)}` failed:\n{out}")
-    found = shutil.which("chromium")
-    if found is None:
-        raise BrowserUnavailable("chromium installed but not on PATH")
-    return found
+    """Debian's chromium, which ``make deps`` installs; missing, the test fails at once."""
+    try:
+        return str(component("chromium"))
+    except ComponentMissing as e:
+        raise BrowserUnavailable(str(e)) from None
 
 
 class Page:

@@ -1,7 +1,7 @@
 """The Go test programs (tests/go): TiDB's own pump client and PD's own Go client, as processes.
 
-Built once into a cache by ``scripts/go-test-binaries`` (the first run downloads the tidb module
-from the Go module proxy and compiles it: minutes; later runs find the cache). ``pumpwriter``
+Built into a cache by ``make deps`` (scripts/go-test-binaries); the tests only look the directory
+up. ``pumpwriter``
 writes prewrite/commit pairs through ``tidb-binlog/pump_client`` with timestamps from PD's
 client; ``pdcheck`` gets the cluster ID and timestamps with PD's client.
 """
@@ -10,21 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "go-test-binaries"
+from tests.support.components import component
 
 
 def build() -> Path:
-    """The directory holding pumpwriter and pdcheck, built if the cache has none."""
-    done = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=3600)
-    if done.returncode != 0:  # a missing toolchain or proxy is a failure, never a skip
-        raise RuntimeError(f"scripts/go-test-binaries failed: {done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    """The directory holding the test programs; missing, the test fails at once."""
+    return component("go-test-programs")
 
 
 def value(rid: int, size: int = 1024) -> str:

@@ -1,7 +1,7 @@
 """A real kube-apiserver (with its own etcd) on loopback, plus kubectl and helm, for tests.
 
-The binaries come from ``scripts/k8s-binaries`` (built once from the Go module proxy into a
-cache directory; the first run on a clean machine takes a while, see docs/kubernetes.md).
+The binaries come from ``make deps`` (scripts/k8s-binaries builds them from the Go module proxy
+into a cache directory); a machine without them fails the tests at once.
 Authentication is a static token file: ``admin`` (group system:masters) and one token per
 service account the tests impersonate for real (``sa_tokens``), so RBAC is enforced
 (``--authorization-mode=RBAC``). No kubelet, scheduler or controller-manager runs: pods stay
@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import ssl
 import subprocess
 import sys
@@ -30,32 +29,24 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tests.support.certs import make_ca
+from tests.support.components import component
 from tests.support.etcd import run_etcd
 from tests.support.net import free_port
 from tests.support.procs import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "k8s-binaries"
 ADMIN_TOKEN = "admin-token-for-tests"
 # service accounts the tests act as, with a token each: (namespace, name)
 OPERATOR_SA = ("binlog-system", "binlog-operator")
 
 
 class K8sUnavailable(RuntimeError):
-    """The binaries could not be built (no Go toolchain, no module proxy)."""
+    """This machine cannot run the Kubernetes tests (not root); the message says why."""
 
 
 def binaries() -> Path:
-    """The directory holding kube-apiserver, kubectl and helm (built if the cache is empty)."""
-    if shutil.which("go") is None:
-        found = subprocess.run([str(SCRIPT), "--check"], capture_output=True, text=True)
-        if found.returncode != 0:
-            raise K8sUnavailable("no Go toolchain to build kube-apiserver/kubectl/helm")
-        return Path(found.stdout.strip())
-    done = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=7200)
-    if done.returncode != 0:  # a toolchain that cannot build is a failure, not a skip
-        raise RuntimeError(f"scripts/k8s-binaries failed: {done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    """The directory holding kube-apiserver, kubectl and helm (``make deps`` builds them)."""
+    return component("kube-tools")
 
 
 def sa_token(namespace: str, name: str) -> str:

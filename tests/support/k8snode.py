@@ -1,22 +1,21 @@
 """The one-node cluster of ``scripts/k8s-node`` (pods really run) and the product image in it.
 
-``prepare()`` builds what the node needs and is slow only the first time: the node's binaries
-(``scripts/k8s-binaries`` and ``scripts/k8s-node-binaries``) and the product image
-(``scripts/k8s-image``, from the Dockerfile, a docker-archive). ``run_node()`` brings the node
-up with that image imported and takes it down again (no process, mount, veth, bridge or nftables
-table left). tests/k8s/conftest.py runs ``prepare()`` at the end of collection (outside any test's
-timeout) and offers the node as the session fixture ``kube_node``.
+``prepare()`` looks up what the node needs, all of it prepared by ``make deps``: the node's
+binaries (scripts/k8s-binaries and scripts/k8s-node-binaries), the pause image and the product
+image of the current tree (scripts/k8s-image, from the Dockerfile, a docker-archive); a missing
+one fails the test at once. ``run_node()`` brings the node up with that image imported and takes
+it down again (no process, mount, veth, bridge or nftables table left). tests/k8s/conftest.py
+offers the node as the session fixture ``kube_node``.
 
-The node needs root, Debian's containerd/runc/CNI plugins/buildah/debootstrap (installed by the
-scripts when missing) and Go for the first build; without root or Go the node tests skip with
-the reason. One node per machine at a time: a lock file serialises concurrent test sessions.
+The node needs root (without it the node tests skip with the reason) and Debian's
+containerd/runc/CNI plugins (``make deps``). One node per machine at a time: a lock file
+serialises concurrent test sessions.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tests.support.components import component
 from tests.support.k8s import K8sUnavailable, KubeTools
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,36 +40,22 @@ IMAGE = f"docker.io/library/tributary:{CHART_APP_VERSION}"
 class Prepared:
     bin_dir: Path  # kubectl and helm
     images: tuple[Path, ...]  # docker-archives to import
-    seconds: dict[str, float]  # how long each build step took this time
-
-
-def _script(name: str, timeout: float) -> str:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(
-        [str(SCRIPTS / name)], capture_output=True, text=True, timeout=timeout, env=env
-    )
-    if done.returncode != 0:  # a machine that cannot build is a failure, not a skip
-        raise RuntimeError(f"scripts/{name} failed: {done.stderr[-4000:]}")
-    return done.stdout.strip().splitlines()[-1]
 
 
 def prepare() -> Prepared:
-    """Build (or find cached) the binaries and the image; ``K8sUnavailable`` says why not here."""
+    """Look up the binaries, the pause image and the product image of the current tree (``make
+    deps`` builds them); ``K8sUnavailable`` says why this machine cannot run the node."""
     if os.geteuid() != 0:
         raise K8sUnavailable("the one-node cluster needs root (containerd, kubelet, a bridge)")
-    if shutil.which("go") is None:
-        for script in ("k8s-binaries", "k8s-node-binaries"):
-            if subprocess.run([str(SCRIPTS / script), "--check"], capture_output=True).returncode:
-                raise K8sUnavailable(f"no Go toolchain to build what scripts/{script} makes")
-    seconds: dict[str, float] = {}
-    t0 = time.monotonic()
-    bin_dir = Path(_script("k8s-binaries", 7200))
-    _script("k8s-node-binaries", 7200)
-    seconds["binaries"] = time.monotonic() - t0
-    t0 = time.monotonic()
-    image = Path(_script("k8s-image", 3600))
-    seconds["image"] = time.monotonic() - t0
-    return Prepared(bin_dir, (image,), seconds)
+    for name in (
+        "containerd",
+        "runc",
+        "containernetworking-plugins",
+        "kube-node-tools",
+        "pause-image",
+    ):
+        component(name)  # scripts/k8s-node up looks them up too; here they fail the test at once
+    return Prepared(component("kube-tools"), (component("image"),))
 
 
 @dataclass

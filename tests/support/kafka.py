@@ -1,9 +1,9 @@
 """A real Apache Kafka broker (KRaft, one node acting as controller and broker) on loopback.
 
-The jars come from ``scripts/kafka-dist`` (fetched once from Maven Central with the installed Maven
-into ``~/.cache/tributary/kafka``); the broker runs on the installed Java 17. Storage is formatted
-with a fresh cluster id under the test's directory, so a restart (``kill`` then ``start``) keeps
-the topics and their messages, as a real broker's restart does.
+The jars come from ``make deps`` (scripts/kafka-dist fetches them from Maven Central with the
+installed Maven into ``~/.cache/tributary/kafka``); the broker runs on the installed Java 17.
+Storage is formatted with a fresh cluster id under the test's directory, so a restart (``kill``
+then ``start``) keeps the topics and their messages, as a real broker's restart does.
 
 As a pytest plugin (``pytest_plugins = ["tests.support.kafka"]``) this module gives the ``kafka``
 fixture (a fresh broker for one test) and ``kafka_factory`` (brokers with extra properties).
@@ -26,11 +26,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.components import component
 from tests.support.net import free_port
 from tests.support.procs import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "kafka-dist"
 READY_LINE = "Kafka Server started"
 
 _LOG4J = """\
@@ -48,16 +48,8 @@ logger.raft.level = info
 
 
 def jars() -> Path:
-    """The directory holding the broker's jars (fetched if the cache is empty)."""
-    if shutil.which("mvn") is None:
-        found = subprocess.run([str(SCRIPT), "--check"], capture_output=True, text=True)
-        if found.returncode != 0:
-            raise RuntimeError("no Maven to fetch the Kafka broker (scripts/kafka-dist)")
-        return Path(found.stdout.strip())
-    done = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(f"scripts/kafka-dist failed: {done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    """The directory holding the broker's jars (``make deps`` fetches them), or fail at once."""
+    return component("kafka")
 
 
 def java() -> str:

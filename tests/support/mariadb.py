@@ -1,10 +1,7 @@
-"""Real MariaDB servers for tests: install from Debian when missing, private instances on loopback.
+"""Real MariaDB servers for tests: Debian's mariadb-server, private instances on loopback.
 
-A test machine (a developer's or CI's clean Debian) may not have MariaDB: the first session that
-needs it runs ``apt-get update`` and ``apt-get install -y mariadb-server``, once, serialised
-across concurrent pytest sessions by a lock file. A failed install is not a skip: every test that
-asked for MariaDB fails with the apt output. The install runs at the end of collection (outside
-any test's timeout) when a collected test uses one of the fixtures below.
+``make deps`` installs the package (scripts/deps); a test asking for MariaDB on a machine without
+it fails at once with "mariadb-server is missing: run `make deps`", never a skip.
 
 Each instance is a ``mariadbd`` run as root with ``--no-defaults`` on a free port of 127.0.0.1
 (or of the address given as ``host``, e.g. the one-node cluster's bridge so that pods reach it), its
@@ -25,12 +22,10 @@ so that pytest imports the plugin first and can rewrite its asserts):
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
@@ -41,16 +36,14 @@ from typing import Any
 import asyncmy
 import pytest
 
+from tests.support.components import ComponentMissing, component
 from tests.support.net import free_port
 from tests.support.procs import stop_process
 
-PACKAGE = "mariadb-server"  # Debian package providing mariadbd and mariadb-install-db
 USER = "tributary"
 PASSWORD = "tributary-pw"
 START_TIMEOUT = 60.0
 _SBIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-_LOCK = Path(tempfile.gettempdir()) / "tributary-mariadb-install.lock"
-FIXTURES = frozenset({"mariadb_server", "mariadb", "mariadb_pair", "mariadb_instance"})
 
 # A 16 MB redo log rather than MariaDB's 96 MB: every server is a copy of the template, a run
 # starts a few hundred of them, and a test writes little. The benchmarks ask for the default
@@ -75,53 +68,19 @@ SERVER_ARGS = (
 
 
 class MariaDBUnavailable(RuntimeError):
-    """MariaDB could not be installed or started; the message carries the reason."""
+    """MariaDB is missing or could not start; the message carries the reason."""
 
 
 def _binary(name: str) -> str | None:
     return shutil.which(name, path=f"{os.environ.get('PATH', '')}:{_SBIN_PATH}")
 
 
-_install_error: str | None = None
-_installed = False
-
-
 def ensure_installed() -> None:
-    """Install ``mariadb-server`` from Debian if ``mariadbd`` is missing (once per session)."""
-    global _install_error, _installed
-    if _installed:
-        return
-    if _install_error is not None:
-        raise MariaDBUnavailable(_install_error)
-    if _binary("mariadbd") is None:
-        with open(_LOCK, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # another pytest session may be installing
-            if _binary("mariadbd") is None:
-                _apt_install()
-    _installed = True
-
-
-def _apt_install() -> None:
-    global _install_error
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "PATH": _SBIN_PATH}
-    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", PACKAGE]):
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            out = (done.stdout + done.stderr)[-4000:]
-            _install_error = f"`{' '.join(cmd)}` failed with {done.returncode}:\n{out}"
-            raise MariaDBUnavailable(_install_error)
-    if _binary("mariadbd") is None:
-        _install_error = "mariadb-server installed but no mariadbd binary on PATH"
-        raise MariaDBUnavailable(_install_error)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Install before the first test runs, so a slow apt does not count against its timeout."""
-    if any(FIXTURES.intersection(getattr(item, "fixturenames", ())) for item in items):
-        try:
-            ensure_installed()
-        except MariaDBUnavailable:
-            pass  # recorded: each test asking for MariaDB fails with the reason
+    """``mariadbd`` is there (``make deps`` installs Debian's mariadb-server), or fail at once."""
+    try:
+        component("mariadb-server")
+    except ComponentMissing as e:
+        raise MariaDBUnavailable(str(e)) from None
 
 
 def make_template(directory: Path) -> Path:

@@ -27,7 +27,6 @@ import ipaddress
 import logging
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -36,6 +35,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.support.components import component
 
 log = logging.getLogger(__name__)
 
@@ -57,32 +58,13 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
-_PACKAGES = {"ip": "iproute2", "nft": "nftables"}  # Debian's packages of the tools used
-
-
-def _install_missing() -> None:
-    """As root, install from Debian the tools that are missing (a fresh machine may lack nft)."""
-    missing = [pkg for tool, pkg in _PACKAGES.items() if shutil.which(tool) is None]
-    if not missing:
-        return
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", *missing]):
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            log.warning("%s failed: %s", " ".join(cmd), (done.stdout + done.stderr)[-2000:])
-            return
-
-
 def unavailable() -> str | None:
-    """Why namespaces cannot be made here (the reason a test skips with), or None; as root,
-    missing tools are installed first."""
+    """Why namespaces cannot be made here (the reason a test skips with), or None. The tools
+    (iproute2, nftables) come from ``make deps``: a missing one fails at once."""
     if os.geteuid() != 0:
         return "network namespaces need root (run the tests as root)"
-    _install_missing()
-    if shutil.which("ip") is None:
-        return "the `ip` command (iproute2) is not installed"
-    if shutil.which("nft") is None:
-        return "the `nft` command (nftables) is not installed"
+    component("iproute2")
+    component("nftables")
     probe = f"trib{os.getpid()}-probe"
     made = _ip("netns", "add", probe, check=False)
     if made.returncode != 0:
