@@ -14,6 +14,17 @@ change: cancelled, rolled back); applying a job either updates the state complet
 ``SchemaError`` with the state untouched; applying an already-applied job returns its earlier
 result without changing anything. The ids of truncated tables are remembered: their DML is
 dropped (``is_truncated``), as tidb-binlog does.
+
+The ``mysql`` database is known before any job (``MYSQL_DB``, id 1): TiDB 6.2 and later create
+it directly in the store, with no DDL job, so the history holds jobs for its tables (``CREATE
+TABLE mysql.user``, upgrade jobs) but never its creation. tidb-binlog's drainer seeds it the
+same way. A history that does create database 1 (an older TiDB, or our own writers, whose
+first database may take id 1) replaces the seed with the job's database, once::
+
+    TiDB 6.2+: (seeded)                              dbs {1: mysql}
+               job 3 CREATE TABLE user (schema 1)    -> table mysql.user
+    our writers: job 1 CREATE DATABASE shop (id 1)   dbs {1: shop}, the seed replaced
+                 job 2 CREATE DATABASE x (id 1)      -> SchemaError: already exists
 """
 
 from __future__ import annotations
@@ -26,13 +37,22 @@ from dataclasses import dataclass, field
 from services.drainer.errors import DrainerError
 from services.drainer.rowvalues import Decoder, row_decoder
 from tributary.change import TableInfo
-from tributary.ddlhistory import NOT_REPLICATED, TABLE_CHANGES, Action, DbInfo, DdlJob
+from tributary.ddlhistory import (
+    NOT_REPLICATED,
+    TABLE_CHANGES,
+    Action,
+    DbInfo,
+    DdlJob,
+    SchemaState,
+)
 from tributary.ddlhistory import TableInfo as TidbTable
 from tributary.tidbcodec import ColumnType
 
 log = logging.getLogger(__name__)
 
 MAX_GLOBAL_ID = (1 << 48) - 1 - 1000  # meta.MaxGlobalID: larger ids are TiDB's DDL system tables
+# The database TiDB (6.2+) creates in its store without a DDL job, as TiDB defines it.
+MYSQL_DB = DbInfo(1, "mysql", "utf8mb4", "utf8mb4_bin", SchemaState.PUBLIC)
 
 
 class SchemaError(DrainerError):
@@ -101,8 +121,9 @@ class AppliedDdl:
 
 class SchemaTracker:
     def __init__(self) -> None:
-        self._dbs: dict[int, DbInfo] = {}
-        self._db_tables: dict[int, set[int]] = {}
+        self._dbs: dict[int, DbInfo] = {MYSQL_DB.id: MYSQL_DB}
+        self._db_tables: dict[int, set[int]] = {MYSQL_DB.id: set()}
+        self._seeded = {MYSQL_DB.id}  # databases known without a job: a job may replace them
         self._versions: dict[int, list[tuple[int, TrackedTable | None]]] = {}
         self._truncated: set[int] = set()
         self._applied: dict[int, AppliedDdl | None] = {}
@@ -231,10 +252,13 @@ class SchemaTracker:
         db = job.db_info
         if db is None:
             raise SchemaError(f"DDL job {job.id} (create database) carries no database info")
-        if db.id in self._dbs:
+        if db.id in self._dbs and db.id not in self._seeded:
             raise SchemaError(f"database id {db.id} ({db.name}) already exists")
+        if db.id in self._seeded:
+            log.info("DDL job %d creates the seeded database id %d as %s", job.id, db.id, db.name)
+        self._seeded.discard(db.id)
         self._dbs[db.id] = db
-        self._db_tables[db.id] = set()
+        self._db_tables.setdefault(db.id, set())
         return AppliedDdl(db.name)
 
     def _modify_schema(self, job: DdlJob) -> AppliedDdl:
@@ -242,6 +266,7 @@ class SchemaTracker:
         if db is None:
             raise SchemaError(f"DDL job {job.id} (alter database) carries no database info")
         self._db(db.id)
+        self._seeded.discard(db.id)
         self._dbs[db.id] = db
         return AppliedDdl(db.name)
 
@@ -250,6 +275,7 @@ class SchemaTracker:
         for table_id in sorted(self._db_tables[db.id]):
             self._put(db.id, table_id, None, job.schema_version)
         del self._dbs[db.id], self._db_tables[db.id]
+        self._seeded.discard(db.id)
         return AppliedDdl(db.name)
 
     def _create_table(self, job: DdlJob) -> AppliedDdl:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from aiohttp import web
 
-from services.drainer.schema import SchemaTracker
+from services.drainer.schema import MYSQL_DB, SchemaTracker
 from services.drainer.translate import to_txn
 from tests.support.drainer_binlogs import INS, ddl, dml, insert, mutation
 from tests.support.net import free_port
@@ -139,3 +139,44 @@ async def test_the_drainer_translates_with_tidbs_history() -> None:
         assert await to_txn(ddl(1030, 114, "ALTER TABLE Orders ADD x INT"), schema, history) == (
             type(added)(1030, 1029)
         )
+
+
+def system_table_job(job_id: int, version: int, table_id: int, name: str) -> Doc:
+    """A bootstrap job of TiDB 6.2+: a table of ``mysql`` (database 1, created without a job)."""
+    doc: Doc = json.loads(CREATE_TABLE_JOB)
+    doc.update(id=job_id, schema_id=1, table_id=table_id, schema_name="mysql", table_name=name)
+    doc.update(query=f"CREATE TABLE IF NOT EXISTS mysql.{name} (...)")
+    doc["involving_schema_info"] = [{"database": "mysql", "table": name}]
+    doc["binlog"]["SchemaVersion"] = version
+    doc["binlog"]["TableInfo"].update(id=table_id, name={"O": name, "L": name})
+    return doc
+
+
+async def test_a_fresh_drainer_replays_tidbs_history_with_the_mysql_tables() -> None:
+    # What a real tidb-server (6.2+) serves: the tables of `mysql` (schema 1) first, no job
+    # creating schema 1, then the user's databases. Every start replays it from version 0.
+    shop = recorded_jobs()
+    shop[0]["id"] = 30  # job ids grow with the versions, after the bootstrap jobs
+    history_jobs = [
+        system_table_job(5, 2, 4, "user"),
+        system_table_job(7, 3, 6, "db"),
+        system_table_job(9, 4, 8, "tidb"),
+        *shop,
+    ]
+    async with (
+        serving(ScriptedTidb(history_jobs)) as url,
+        TidbHttpDdlHistory.connect(url, page_size=2) as history,
+    ):
+        orders = job_from_json(json.loads(CREATE_TABLE_JOB)).table_info
+        assert orders is not None
+        row = insert(orders, {"id": 1, "code": "A-1", "amount": "9.90", "status": "paid"})
+        for _restart in range(2):
+            schema = SchemaTracker()
+            txn = await to_txn(dml(2000, 58, mutation(111, (INS, row))), schema, history)
+            assert txn.rows[0].table.qualified == "shop.Orders"
+            assert schema.table_at(4, 58).sink.qualified == "mysql.user"
+            assert schema.table_at(8, 58).sink.qualified == "mysql.tidb"
+        fresh = SchemaTracker()  # a restart on a DDL binlog: the catch-up runs first
+        added = await to_txn(ddl(2010, 113, ""), fresh, history)
+        assert added.ddl == Ddl("shop", "ALTER TABLE Orders ADD COLUMN note VARCHAR(32)", "Orders")
+        assert fresh.database(1) == MYSQL_DB

@@ -10,7 +10,13 @@ import dataclasses
 import pytest
 
 from services.drainer.errors import DrainerError
-from services.drainer.schema import AppliedDdl, SchemaError, SchemaTracker, UnknownTable
+from services.drainer.schema import (
+    MYSQL_DB,
+    AppliedDdl,
+    SchemaError,
+    SchemaTracker,
+    UnknownTable,
+)
 from tests.support.ddl_jobs import (
     DB_ID,
     PK_INT,
@@ -170,3 +176,38 @@ def test_create_tables_in_one_job() -> None:
     batch = dataclasses.replace(batch, multiple_table_infos=(T1, table(41, "v", T1.columns)))
     assert s.apply(batch) == AppliedDdl("shop", "v")
     assert s.table_at(41, 2).sink.qualified == "shop.v" and s.table_at(40, 2).id == 40
+
+
+def test_the_mysql_database_is_there_before_any_job() -> None:
+    # TiDB 6.2+ creates `mysql` (id 1) in its store: its history has the tables, never the
+    # database. tidb-binlog's drainer seeds it; so do we.
+    user = table(5, "user", [col(1, "Host", VARCHAR), col(2, "User", VARCHAR)], pk_is_handle=False)
+    bind = table(7, "bind_info", [col(1, "sql", VARCHAR)], pk_is_handle=False)
+    s = tracker(create_table(3, 1, user, db_id=1), create_table(6, 2, bind, db_id=1))
+    assert s.database(1) == MYSQL_DB == DbInfo(1, "mysql", "utf8mb4", "utf8mb4_bin")
+    assert s.table_at(5, 1).sink.qualified == "mysql.user"
+    s.apply(create_db(80, 3))  # the user's databases come later, with jobs
+    s.apply(create_table(81, 4, T1))
+    assert s.table_at(40, 4).sink.qualified == "shop.t"
+    assert s.apply(job(82, Action.DROP_TABLE, 5, schema_id=1, table_id=7)) == AppliedDdl(
+        "mysql", "bind_info"
+    )
+    # A job creating database 1 replaces the seed (as tidb-binlog's does); its tables stay.
+    s.apply(create_db(83, 6, "mysql", db_id=1))
+    assert s.database(1) == DbInfo(1, "mysql") and s.table_at(5, 6).sink.qualified == "mysql.user"
+    with pytest.raises(SchemaError, match=r"database id 1 \(mysql\) already exists"):
+        s.apply(create_db(84, 7, "mysql", db_id=1))
+
+
+def test_a_history_that_creates_database_1_replaces_the_seed() -> None:
+    # Older TiDB creates `mysql` with a job, and our writers' first database may take id 1.
+    s = tracker(create_db(1, 1, "shop", db_id=1), create_table(2, 2, T1, db_id=1))
+    assert s.database(1) == DbInfo(1, "shop")
+    assert s.table_at(40, 2).sink.qualified == "shop.t"
+    with pytest.raises(SchemaError, match=r"database id 1 \(again\) already exists"):
+        s.apply(create_db(3, 3, "again", db_id=1))  # replaced once, then a real database
+    assert s.version == 2 and s.database(1) == DbInfo(1, "shop")
+    assert s.apply(job(4, Action.DROP_SCHEMA, 4, schema_id=1)) == AppliedDdl("shop")
+    assert s.database(1) is None
+    s.apply(create_db(5, 5, "mysql", db_id=1))
+    assert s.database(1) == DbInfo(1, "mysql")

@@ -10,7 +10,10 @@ shows as a page holding ids above the one asked for, and then the whole history 
 ``jobs_since(v)`` pages backwards from the newest job and stops at the first page in which
 no job is newer than ``v`` (job ids and schema versions grow together; jobs running
 concurrently finish within a page of each other; cancelled jobs, version 0, do not count).
-TiDB writes its own history, so ``put_job`` raises ``ReadOnlyHistory``.
+TiDB writes its own history, so ``put_job`` raises ``ReadOnlyHistory``. The history is TiDB's
+as it is: since v6.2 it has jobs for the tables of ``mysql`` (database 1) but no job creating
+that database, which TiDB writes straight into its store; readers seed it
+(``services.drainer.schema.MYSQL_DB``).
 """
 
 from __future__ import annotations
