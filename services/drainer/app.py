@@ -55,6 +55,7 @@ from tributary.registry.heartbeat import Heartbeat
 from tributary.registry.offline import check_marker, write_marker
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.servicekit.grpcserver import grpc_server
 from tributary.servicekit.net import status_addr
 from tributary.servicekit.node import claim_node
 from tributary.servicekit.serving import serve_grpc_and_http
@@ -406,7 +407,7 @@ async def _serve_edges(
     """Start gRPC ``Cistern`` and the ops HTTP API on ``sock`` (and ``status-addr``);
     (server, HTTP port)."""
     cfg = d.cfg
-    server = Server([CisternApi(d.collector.refresh)])
+    server = grpc_server([CisternApi(d.collector.refresh)])
     enforce_allowed_cn(server, cfg.security.cert_allowed_cn)
     stack.callback(server.close)
     ops = OpsServer(

@@ -27,8 +27,6 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from grpclib.server import Server
-
 from services.pump import lifecycle
 from services.pump.api import PumpApi, PumpBatchApi, PumpStatsApi
 from services.pump.http import routes
@@ -54,6 +52,7 @@ from tributary.registry.heartbeat import Heartbeat
 from tributary.registry.offline import check_marker, write_marker
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus
+from tributary.servicekit.grpcserver import grpc_server
 from tributary.servicekit.net import status_addr
 from tributary.servicekit.node import claim_node
 from tributary.servicekit.serving import serve_grpc_and_http
@@ -296,7 +295,7 @@ async def serve(
                 stack.callback(relay.close)
                 tls = cfg.security.ssl_cert != ""
                 handlers += [TsoService(member), PdService(member, tls=tls), relay]
-            server = Server(handlers, codec=PumpCodec())  # type: ignore[arg-type]
+            server = grpc_server(handlers, codec=PumpCodec())
             stack.callback(server.close)
             ops_routes = routes(node_id, state, registry, storage, latest_ts, pump.trigger_gc)
             ops = OpsServer(

@@ -27,6 +27,7 @@ from tributary.coord.etcd import EtcdKv
 from tributary.coord.etcd_relay import EtcdRelay
 from tributary.coord.kv import Kv
 from tributary.net import join_host_port, split_host_port
+from tributary.servicekit.grpcserver import grpc_server
 from tributary.telemetry.coalesce import coalesced
 from tributary.tso.clock import Clock
 from tributary.tso.member import MemberTiming, TsoMember
@@ -119,7 +120,7 @@ class TsoServerApp:
             relay = EtcdRelay(self._config.pd_urls)
             self._stack.callback(relay.close)
             handlers.append(relay)
-        server = Server(handlers)  # type: ignore[arg-type]
+        server = grpc_server(handlers)
         connections = _track_connections(server)
         await server.start(sock=sock)
         self._stack.push_async_callback(_stop_server, server, connections)

@@ -30,7 +30,6 @@ from typing import Any
 
 import uvloop
 from grpclib.const import Cardinality, Handler
-from grpclib.server import Server
 
 from services.pump.api import PumpApi, PumpBatchApi
 from services.pump.intake import WriteRefused, store_validated, validate
@@ -41,6 +40,7 @@ from services.pump.split.local import LocalChannel
 from services.pump.split.observations import SHIP_INTERVAL, FrontObservations, ship_every
 from services.pump.split.proxy import RelayedRpc, http_splice
 from tributary.servicekit.gctune import relax_gc
+from tributary.servicekit.grpcserver import grpc_server
 from tributary.servicekit.net import bind
 from tributary.settings.logs import LogSettings
 from tributary.settings.security import SecuritySettings
@@ -132,7 +132,7 @@ async def run_front(spec: FrontSpec) -> int:
     local = PumpApi(spec.cluster_id, writes, _NoPulls(), observations.observe).__mapping__()
     local.update(PumpBatchApi(spec.cluster_id, writes).__mapping__())
     relayed = {p: Cardinality[c] for p, c in spec.methods.items() if p not in LOCAL}
-    server = Server(
+    server = grpc_server(
         [_Handlers({p: local[p] for p in LOCAL}), RelayedRpc(channel, relayed)],
         codec=PumpCodec(),
     )
