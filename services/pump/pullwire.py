@@ -16,8 +16,9 @@ first, then the bytes, cut into frames as the peer's frame size and flow-control
 Any gRPC client reads the same messages (grpc-go, grpclib and betterproto stubs included).
 
 ``PumpCodec`` is the gRPC server's codec: it passes an ``EncodedReply`` through as it is, reads
-a request given the type ``WriteBinlogReqView`` by hand, and treats every other message as
-grpclib's protobuf codec does, so the other RPCs are untouched.
+a request given the type ``WriteBinlogReqView`` by hand, and treats every other message as our
+servers' protobuf codec does (``servicekit.grpcserver``), so the other RPCs are untouched; a
+request it cannot read is answered INTERNAL, as every other undecodable request.
 For ``WriteBinlog`` (a request per binlog from TiDB) betterproto's decode and encode were a
 sixth of the pump's CPU under TiDB's pump client (profiled): a request given the type
 ``WriteBinlogReqView`` is read by ``tributary.wire.views`` (the payload is one slice), and
@@ -36,11 +37,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from grpclib.encoding.proto import ProtoCodec
 from grpclib.server import Stream
 
+from tributary.servicekit.grpcserver import ServerProtoCodec, undecodable
 from tributary.varint import varint
-from tributary.wire.views import WriteBinlogReqView, parse_write_binlog_req
+from tributary.wire.views import MalformedMessage, WriteBinlogReqView, parse_write_binlog_req
 
 BLOCK = 128 << 10  # bytes of framed replies per write, unless one reply alone is bigger
 
@@ -113,9 +114,9 @@ async def send_block(stream: Stream[Any, Any], block: bytes, messages: int) -> N
     connection.last_message_sent = connection.last_data_sent
 
 
-class PumpCodec(ProtoCodec):
-    """grpclib's protobuf codec, with pre-marshalled replies passed through and ``WriteBinlog``
-    requests read by hand."""
+class PumpCodec(ServerProtoCodec):
+    """Our servers' protobuf codec, with pre-marshalled replies passed through and
+    ``WriteBinlog`` requests read by hand."""
 
     def encode(self, message: Any, message_type: Any) -> bytes:
         if type(message) is EncodedReply:
@@ -124,5 +125,8 @@ class PumpCodec(ProtoCodec):
 
     def decode(self, data: bytes, message_type: Any) -> Any:
         if message_type is WriteBinlogReqView:
-            return parse_write_binlog_req(data)
+            try:
+                return parse_write_binlog_req(data)
+            except MalformedMessage as e:
+                raise undecodable(e) from e
         return super().decode(data, message_type)

@@ -1,6 +1,7 @@
 """The replies our grpclib servers (``servicekit.grpcserver``) send before any handler runs, as
 raw HTTP/2 headers from a real server on a loopback port: an unknown method or service is a
-gRPC reply (``:status 200``, a gRPC content-type, grpc-status), as grpc-go requires."""
+gRPC reply (``:status 200``, a gRPC content-type, grpc-status), as grpc-go requires, and a
+request that cannot be decoded is answered INTERNAL."""
 
 from __future__ import annotations
 
@@ -88,6 +89,15 @@ async def test_a_handled_call_replies_as_before() -> None:
     assert headers[":status"] == "200"
     assert headers["content-type"] == "application/grpc+proto"
     assert headers["grpc-status"] == "0"
+
+
+async def test_an_undecodable_request_is_answered_internal() -> None:
+    async with cistern() as port:
+        headers = await reply_headers(port, "/binlog.Cistern/Notify", message=b"\xff")
+    assert headers[":status"] == "200"
+    assert headers["content-type"].startswith("application/grpc")
+    assert headers["grpc-status"] == "13"
+    assert headers["grpc-message"].startswith("cannot decode the request")
 
 
 async def test_a_request_that_is_not_grpc_is_still_refused_by_its_http_status() -> None:

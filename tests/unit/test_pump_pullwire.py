@@ -4,7 +4,9 @@ its blocks of framed replies hold each whole message once, in order."""
 from __future__ import annotations
 
 import pytest
+from grpclib.const import Status
 from grpclib.encoding.proto import ProtoCodec
+from grpclib.exceptions import GRPCError
 
 from services.pump.pullwire import (
     EMPTY_REPLY,
@@ -14,7 +16,14 @@ from services.pump.pullwire import (
     frame_replies,
     grpc_frame,
 )
-from tributary.wire.binlog import Entity, Meta, PullBinlogResp, WriteBinlogReq, WriteBinlogResp
+from tributary.wire.binlog import (
+    Entity,
+    Meta,
+    PullBinlogReq,
+    PullBinlogResp,
+    WriteBinlogReq,
+    WriteBinlogResp,
+)
 from tributary.wire.views import MalformedMessage, WriteBinlogReqView
 
 BIG_TS = (1 << 62) + 12345  # a ts of the far future: a ten-byte varint
@@ -89,11 +98,22 @@ def test_write_requests_read_as_betterproto_reads_them(cluster_id: int, payload:
     assert (view.cluster_id, view.payload) == (back.cluster_id, back.payload)
 
 
-def test_malformed_write_requests_are_refused() -> None:
-    with pytest.raises(MalformedMessage):
-        PumpCodec().decode(b"\x12\x05ab", WriteBinlogReqView)  # payload runs past the end
-    with pytest.raises(MalformedMessage):
-        PumpCodec().decode(b"\x0a\x01a", WriteBinlogReqView)  # cluster_id not a varint
+@pytest.mark.parametrize(
+    ("data", "message_type"),
+    [
+        (b"\x12\x05ab", WriteBinlogReqView),  # payload runs past the end
+        (b"\x0a\x01a", WriteBinlogReqView),  # cluster_id not a varint
+        (b"\x0a\x01a", PullBinlogReq),  # read by betterproto
+    ],
+)
+def test_undecodable_requests_are_answered_internal(data: bytes, message_type: type) -> None:
+    with pytest.raises(GRPCError) as refused:
+        PumpCodec().decode(data, message_type)
+    assert refused.value.status is Status.INTERNAL
+    assert refused.value.message is not None
+    assert refused.value.message.startswith("cannot decode the request: ")
+    if message_type is WriteBinlogReqView:
+        assert isinstance(refused.value.__cause__, MalformedMessage)
 
 
 def test_the_empty_write_reply_is_what_betterproto_writes() -> None:

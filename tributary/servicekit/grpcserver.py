@@ -19,6 +19,12 @@ installed is checked to be the one this was written against (``_abort``'s parame
 ``request_handler`` calling it by that name); if not, nothing is replaced and a warning says
 so (the unit test fails too).
 
+A request message that cannot be decoded used to end in grpclib's "Application error" log (a
+traceback per request) and UNKNOWN "Internal Server Error"; our servers' codec
+(:class:`ServerProtoCodec`, ``pump.pullwire.PumpCodec`` builds on it) answers it INTERNAL, as
+grpc-go's servers (a Go pump, PD) do, without a traceback. Decoding a valid message costs what
+it did (a ``try`` costs nothing until something is raised).
+
 Invariant: every reply of our gRPC servers that carries ``:status 200`` carries a gRPC
 ``content-type``.
 """
@@ -27,10 +33,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
+from typing import Any
 
 import grpclib.server
 from grpclib.const import Status
 from grpclib.encoding.base import GRPC_CONTENT_TYPE, CodecBase
+from grpclib.encoding.proto import ProtoCodec
+from grpclib.exceptions import GRPCError
 from grpclib.metadata import encode_grpc_message
 from grpclib.protocol import Stream as H2Stream
 from grpclib.server import Server
@@ -78,7 +87,23 @@ def install_abort() -> bool:
 
 
 def grpc_server(handlers: Collection[object], *, codec: CodecBase | None = None) -> Server:
-    """A grpclib ``Server`` for ``handlers`` (with ``codec``, by default grpclib's protobuf
-    codec) whose error replies grpc-go reads (:func:`install_abort`)."""
+    """A grpclib ``Server`` for ``handlers`` (with ``codec``, by default
+    :class:`ServerProtoCodec`) whose error replies grpc-go reads (:func:`install_abort`)."""
     install_abort()
-    return Server(handlers, codec=codec)  # type: ignore[arg-type]
+    return Server(handlers, codec=codec or ServerProtoCodec())  # type: ignore[arg-type]
+
+
+class ServerProtoCodec(ProtoCodec):
+    """grpclib's protobuf codec, for a server: a request it cannot decode is answered INTERNAL."""
+
+    def decode(self, data: bytes, message_type: Any) -> Any:
+        try:
+            return message_type.FromString(data)
+        except Exception as e:  # betterproto's decoders raise RuntimeError, ValueError ...
+            raise undecodable(e) from e
+
+
+def undecodable(error: Exception) -> GRPCError:
+    """The reply to a request message that cannot be decoded: INTERNAL, as grpc-go's servers
+    answer it (``grpc: error unmarshalling request``)."""
+    return GRPCError(Status.INTERNAL, f"cannot decode the request: {error}")
