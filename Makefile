@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml
 DEPS := $(BIN)/python scripts/deps
 
 demo: $(STAMP)
+	@$(DEPS) --for demo
 	$(BIN)/python -m services.demo
 
 deps: $(STAMP)
