@@ -12,36 +12,36 @@ from __future__ import annotations
 from typing import Any
 
 from binlog_operator import DRAINER_KIND, DRAINER_PLURAL, PUMP_KIND, PUMP_PLURAL
-from binlog_operator.crd import _CONDITION, _INT, _STR, DRAINER_ITEM, Schema, _obj, definition
+from binlog_operator.crdschema import CONDITION, DRAINER_ITEM, INT, STR, Schema, definition, obj
 
-_CLUSTER = {**_STR, "description": "the BinlogCluster (same namespace) this node belongs to"}
+_CLUSTER = {**STR, "description": "the BinlogCluster (same namespace) this node belongs to"}
 
 
 def _status(ts_field: str, ts_description: str) -> Schema:
-    return _obj(
+    return obj(
         {
-            "observedGeneration": _INT,
-            "nodeId": {**_STR, "description": "the node id in the registry (= its pod name)"},
-            "addr": _STR,
+            "observedGeneration": INT,
+            "nodeId": {**STR, "description": "the node id in the registry (= its pod name)"},
+            "addr": STR,
             "state": {
-                **_STR,
+                **STR,
                 "description": "registry state: online, pausing, paused, closing, offline "
                 "(unregistered: no record yet)",
             },
-            ts_field: {**_INT, "description": ts_description},
-            "commitTime": {**_STR, "description": f"RFC 3339 time of {ts_field}"},
+            ts_field: {**INT, "description": ts_description},
+            "commitTime": {**STR, "description": f"RFC 3339 time of {ts_field}"},
             "lagSeconds": {
                 "type": "integer",
                 "description": "seconds between now and the physical time of " + ts_field,
             },
-            "updateTS": _INT,
-            "lastError": {**_STR, "description": "the last problem the operator saw with it"},
-            "conditions": {"type": "array", "items": _CONDITION},
+            "updateTS": INT,
+            "lastError": {**STR, "description": "the last problem the operator saw with it"},
+            "conditions": {"type": "array", "items": CONDITION},
         }
     )
 
 
-PUMP_SPEC = _obj(
+PUMP_SPEC = obj(
     {
         "cluster": _CLUSTER,
         "ordinal": {"type": "integer", "minimum": 0, "description": "the pump pod's ordinal"},
@@ -50,7 +50,7 @@ PUMP_SPEC = _obj(
 )
 PUMP_STATUS = _status("maxCommitTS", "the pump's max commit ts (TSO)")
 
-DRAINER_SPEC = _obj(
+DRAINER_SPEC = obj(
     {
         "cluster": _CLUSTER,
         **{
