@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from binlog_operator import DRAINER_KIND, PUMP_KIND
 from binlog_operator.configs import check_one_drainer, drainer_name
@@ -22,6 +22,7 @@ from binlog_operator.drainers import delete_drainer, drainer_pod
 from binlog_operator.kube import API_VERSION, KubeClient, KubeError
 from binlog_operator.manifests import drainer_objects, pump_pod
 from binlog_operator.nodes import (
+    Observed,
     changed,
     drainer_fields,
     drainer_of,
@@ -33,9 +34,6 @@ from binlog_operator.nodes import (
     pump_resource,
 )
 from binlog_operator.spec import ClusterSpec, SpecError, parse_drainer
-
-if TYPE_CHECKING:
-    from binlog_operator.reconcile import Observed
 
 log = logging.getLogger(__name__)
 Body = Mapping[str, Any]

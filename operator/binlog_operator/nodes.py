@@ -15,6 +15,7 @@ Worked example: pump ``c-pump-1`` recorded ``online`` with max commit ts
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from binlog_operator import DRAINER_KIND, KIND, PUMP_KIND
@@ -28,6 +29,20 @@ from tributary.wire.ts import physical_ms
 Obj = dict[str, Any]
 CLUSTER_LABEL = "binlog.io/cluster"
 UNREGISTERED = "unregistered"
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A cluster as one status pass read it: the pump StatefulSet's replicas, the registry
+    records of its pumps and drainers, the capture cluster's changefeeds, and its Pump and
+    Drainer resources."""
+
+    pump_replicas: int
+    pumps: list[NodeStatus]
+    drainers: list[NodeStatus]
+    changefeeds: list[dict[str, Any]]
+    pump_resources: list[Mapping[str, Any]] = field(default_factory=list)
+    drainer_resources: list[Mapping[str, Any]] = field(default_factory=list)
 
 
 def owner_ref(kind: str, name: str, uid: str) -> Obj:

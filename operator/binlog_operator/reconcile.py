@@ -32,7 +32,7 @@ from binlog_operator.drainers import delete_drainer, drainer_pod, stale_drainers
 from binlog_operator.kube import KubeClient, KubeError
 from binlog_operator.manifests import build, pump_name, pump_pod
 from binlog_operator.noderes import DrainerProblem, NodeResources, keep_claims
-from binlog_operator.nodes import drainer_of, owned_by
+from binlog_operator.nodes import Observed, drainer_of, owned_by
 from binlog_operator.pumps import Target
 from binlog_operator.scaledown import PumpCloser, ScaleDownError, close_pumps, pods_to_close
 from binlog_operator.spec import DEFAULT_SPARK_ACCOUNT, ClusterSpec, SpecError, parse_cluster
@@ -40,7 +40,7 @@ from binlog_operator.teardown import close_within
 from binlog_operator.tlsctx import context_for
 from tributary.coord.kv import Kv, KvError
 from tributary.registry.registry import NodeRegistry, RegistryError
-from tributary.registry.status import NodeKind, NodeState, NodeStatus, StatusError
+from tributary.registry.status import NodeKind, NodeState, StatusError
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +58,6 @@ class Outcome:
     drainer_count: int = 0  # spec.drainers entries
     # each Drainer of the cluster (resource name): its problem, None when it runs as specified
     drainers: dict[str, DrainerProblem | None] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Observed:
-    pump_replicas: int
-    pumps: list[NodeStatus]
-    drainers: list[NodeStatus]
-    changefeeds: list[dict[str, Any]]
-    pump_resources: list[Mapping[str, Any]] = field(default_factory=list)
-    drainer_resources: list[Mapping[str, Any]] = field(default_factory=list)
 
 
 class Reconciler:
