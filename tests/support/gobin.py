@@ -1,9 +1,9 @@
-"""The Go test programs (tests/go): TiDB's own pump client and PD's own Go client, as processes.
+"""The Go test programs (tests/go): TiDB's own pump client, PD's own Go client and grpc-go.
 
 Built into a cache by ``make deps`` (scripts/go-test-binaries); the tests only look the directory
-up. ``pumpwriter``
-writes prewrite/commit pairs through ``tidb-binlog/pump_client`` with timestamps from PD's
-client; ``pdcheck`` gets the cluster ID and timestamps with PD's client.
+up. ``pumpwriter`` writes prewrite/commit pairs through ``tidb-binlog/pump_client`` with
+timestamps from PD's client; ``pdcheck`` gets the cluster ID and timestamps with PD's client;
+``grpcprobe`` calls methods with grpc-go and prints the status each call saw.
 """
 
 from __future__ import annotations
