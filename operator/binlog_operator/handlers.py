@@ -1,6 +1,7 @@
 """kopf handlers for BinlogCluster: thin translations between kopf and ``Reconciler``.
 
-Run with ``kopf run -m binlog_operator.handlers --all-namespaces`` (or ``--namespace``).
+Run with ``kopf run -m binlog_operator.handlers --all-namespaces`` (or ``--namespace``); it
+imports ``nodehandlers``, so the Pump and Drainer handlers are registered too.
 Invariant: every handler outcome is visible on the resource: a bad spec sets Degraded/InvalidSpec
 and stops retrying (PermanentError); a failed scale-down, a removed drainer that cannot be taken
 offline, or an unreachable API/etcd sets Degraded with the reason, posts a Warning event and
@@ -17,99 +18,30 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-import aiohttp
 import kopf
 
-from binlog_operator import DRAINER_KIND, GROUP, PLURAL, PUMP_KIND, VERSION
-from binlog_operator.conditions import Change, ConditionWriter, KubeStatusStore
+import binlog_operator.nodehandlers  # noqa: F401  (registers the Pump/Drainer handlers)
+from binlog_operator import DRAINER_KIND, GROUP, PLURAL, VERSION
+from binlog_operator.conditions import Change
 from binlog_operator.configs import drainer_name
-from binlog_operator.feedsync import FeedSync, SyncOutcome, with_errors
-from binlog_operator.kube import Credentials, KubeClient, KubeError, ca_pem
+from binlog_operator.context import Context
+from binlog_operator.feedsync import SyncOutcome, with_errors
+from binlog_operator.kube import Credentials, KubeError, ca_pem
 from binlog_operator.manifests import pump_pod, pump_selector
-from binlog_operator.noderes import DrainerProblem, sync_statuses
+from binlog_operator.noderes import sync_statuses
 from binlog_operator.nodes import drainer_of
 from binlog_operator.options import Options, from_env
-from binlog_operator.pumps import HttpCloser, Target, addresses_from_env
-from binlog_operator.reconcile import Reconciler
-from binlog_operator.scaledown import PumpCloser, ScaleDownError
+from binlog_operator.scaledown import ScaleDownError
 from binlog_operator.spec import SpecError
 from binlog_operator.status import node_entries, online, readiness
-from tributary.coord.etcd import EtcdKv
-from tributary.coord.kv import Kv, KvError
+from tributary.coord.kv import KvError
 
 log = logging.getLogger(__name__)
 OPTIONS: Options = from_env()
 SKIP_OFFLINE = "binlog.io/skip-pump-offline"
 RESOURCE = (GROUP, VERSION, PLURAL)
-
-
-class Context:
-    """What the handlers share: built at startup, closed at cleanup."""
-
-    def __init__(self, creds: Credentials, options: Options) -> None:
-        self.kube = KubeClient(creds)
-        self.http = aiohttp.ClientSession()
-        self.options = options
-        self.conditions = ConditionWriter(KubeStatusStore(self.kube))
-        self.node_conditions = {
-            kind: ConditionWriter(KubeStatusStore(self.kube, kind))
-            for kind in (PUMP_KIND, DRAINER_KIND)
-        }
-        addresses = addresses_from_env()
-
-        def closer_for(target: Target) -> PumpCloser:
-            return HttpCloser(self.http, addresses, target)
-
-        self.feeds = FeedSync(self.kube, self.http, addresses, _open_kv, options.etcd_timeout)
-        self.reconciler = Reconciler(
-            self.kube,
-            _open_kv,
-            closer_for,
-            default_image=options.image,
-            offline_timeout=options.offline_timeout,
-            etcd_timeout=options.etcd_timeout,
-            retry_delay=options.retry_delay,
-            drainer_close_timeout=options.drainer_close_timeout,
-            spark_account=options.spark_account,
-        )
-
-    async def report(self, namespace: str, name: str, *changes: Change) -> None:
-        """Set conditions on an error path: a failure to write them is logged, not raised,
-        so the handler's own error (and its event) still goes out."""
-        try:
-            await self.conditions.set(namespace, name, *changes)
-        except KubeError as e:
-            log.warning("%s/%s: conditions not written: %s", namespace, name, e)
-
-    async def report_node(
-        self, kind: str, namespace: str, name: str, problem: DrainerProblem | None
-    ) -> None:
-        """A Pump's or Drainer's ``Degraded`` condition and ``lastError`` (cleared when None);
-        a failure to write them is logged, not raised."""
-        if problem is None:
-            change = Change("Degraded", False, "Reconciled")
-        else:
-            change = Change("Degraded", True, problem.reason, problem.message[:1000])
-        try:
-            await self.node_conditions[kind].set(namespace, name, change)
-            error = None if problem is None else problem.message[:1000]
-            await self.kube.patch_status(namespace, name, None, {"lastError": error}, kind)
-        except KubeError as e:
-            log.warning("%s %s/%s: status not written: %s", kind, namespace, name, e)
-
-    async def close(self) -> None:
-        await self.kube.close()
-        await self.http.close()
-
-
-@asynccontextmanager
-async def _open_kv(endpoints: Any) -> AsyncIterator[Kv]:
-    async with EtcdKv.connect(list(endpoints)) as kv:
-        yield kv
 
 
 def managed_feeds(body: kopf.Body) -> dict[str, str]:
@@ -321,6 +253,3 @@ async def refresh_status(
     await ctx.report(
         namespace, name, Change("Ready", ready, "AllOnline" if ready else "NotAllOnline", why)
     )
-
-
-from binlog_operator import nodehandlers  # noqa: E402,F401  (registers the Pump/Drainer handlers)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import kopf
 
@@ -29,14 +29,12 @@ from binlog_operator import (
     PUMP_PLURAL,
     VERSION,
 )
+from binlog_operator.context import Context
 from binlog_operator.kube import API_VERSION, KubeError
 from binlog_operator.noderes import DrainerProblem
 from binlog_operator.nodes import drainer_of, owned_by
 from binlog_operator.scaledown import ScaleDownError
 from binlog_operator.spec import SpecError
-
-if TYPE_CHECKING:
-    from binlog_operator.handlers import Context
 
 log = logging.getLogger(__name__)
 DRAINERS = (GROUP, VERSION, DRAINER_PLURAL)
