@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import os
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from grpclib.server import Server
 
+from services.pump.intake import Intake
+from services.pump.metrics import PumpMetrics
 from services.pump.split.front import FrontSpec
 from services.pump.split.fronts import Fronts
 from services.pump.split.local import listen_local, local_names
@@ -24,8 +26,18 @@ from services.pump.split.writer import WriterEnd
 from tributary.config.pump import PumpConfig
 from tributary.telemetry.http import OpsServer, Routes
 
-if TYPE_CHECKING:
-    from services.pump.app import Pump
+
+class ServedPump(Protocol):
+    """The pump the fronts serve (the app's ``Pump``, in the writer process): the intake their
+    batches go to, the metrics their observations are added to, and ``/ready``."""
+
+    @property
+    def intake(self) -> Intake: ...
+
+    @property
+    def metrics(self) -> PumpMetrics: ...
+
+    def ready(self) -> bool: ...
 
 
 def _methods(handlers: list[object]) -> dict[str, str]:
@@ -42,7 +54,7 @@ async def serve_through_fronts(
     server: Server,
     handlers: list[object],
     ops_routes: Routes,
-    pump: Pump,
+    pump: ServedPump,
     cluster_id: int,
     port: int,
 ) -> Fronts:
