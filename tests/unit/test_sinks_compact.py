@@ -19,11 +19,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tributary.change import Row, RowChange, RowKind, TableInfo
-from tributary.sinks.compact import Compacted, compact
+from tributary.change import Row, RowChange, RowKind, TableInfo, Txn
+from tributary.sinks.compact import Compacted, compact, late_tables
+from tributary.sinks.mysql.apply import stretch_statements
 from tributary.sinks.mysql.statements import chunks, compacted_statements, plain_statements
+from tributary.sinks.port import SinkError
 
 T = TableInfo.build("s", "t", [("id", "int"), ("u", "int"), ("v", "int")], ["id"], {"uk": ["u"]})
+T_BEFORE_V = TableInfo.build("s", "t", [("id", "int"), ("u", "int")], ["id"], {"uk": ["u"]})
+DEFAULT = -1  # the default of v downstream
 BARE = TableInfo.build("s", "log", [("k", "int"), ("v", "int")])
 
 
@@ -41,11 +45,11 @@ class Table:
     def insert(self, row: Row) -> None:
         if any(self._collides(row, r) for r in self.rows):
             raise Duplicate(row)
-        self.rows.append(dict(row))
+        self.rows.append({"v": DEFAULT, **row})  # a row of the version before v: the default
 
     def replace(self, row: Row) -> None:
         self.rows = [r for r in self.rows if not self._collides(row, r)]
-        self.rows.append(dict(row))
+        self.rows.append({"v": DEFAULT, **row})
 
     def delete(self, row: Row) -> None:
         self.rows = [r for r in self.rows if r["id"] != row["id"]]
@@ -220,6 +224,114 @@ def test_tables_are_told_apart_by_schema_and_name() -> None:
     assert [(tc.table.schema, len(tc.inserts)) for tc in c.tables] == [("s", 1), ("s2", 1)]
 
 
+# TiDB's metadata lock lets a transaction that started at the schema version before an ALTER
+# commit after the ALTER's binlog: its rows come with the table as it was, without the column.
+OLD = TableInfo.build("tc", "load1", [("id", "int"), ("v", "int")], ["id"])
+NEW = TableInfo.build("tc", "load1", [("id", "int"), ("v", "int"), ("c", "int")], ["id"])
+
+
+def test_rows_of_two_schema_versions_keep_their_own_columns_and_their_order() -> None:
+    late = [
+        RowChange.insert(NEW, {"id": 1, "v": 1, "c": 5}),
+        RowChange.insert(OLD, {"id": 2, "v": 2}),  # the late transaction
+        RowChange.update(OLD, {"id": 1, "v": 1}, {"id": 1, "v": 7}),  # the same key, later
+        RowChange.insert(NEW, {"id": 3, "v": 3, "c": 6}),
+    ]
+    other = RowChange.insert(T, row(1, "a"))
+    for safe in (False, True):
+        c = compact([other, *late], safe=safe)
+        assert [tc.table for tc in c.tables] == [T] and c.in_order == tuple(late)
+    stmts = compacted_statements(compact(late), safe=False)
+    assert [(s.sql, s.args) for s in stmts] == [
+        ("INSERT INTO `tc`.`load1` (`id`,`v`,`c`) VALUES (%s,%s,%s)", (1, 1, 5)),
+        ("INSERT INTO `tc`.`load1` (`id`,`v`) VALUES (%s,%s)", (2, 2)),
+        # an UPDATE of the columns the row had: c keeps the 5 the new version wrote
+        ("UPDATE `tc`.`load1` SET `id` = %s,`v` = %s WHERE `id` = %s LIMIT 1", (1, 7, 1)),
+        ("INSERT INTO `tc`.`load1` (`id`,`v`,`c`) VALUES (%s,%s,%s)", (3, 3, 6)),
+    ]
+    # A later row of a key wins whatever its version: deleted by the old version, inserted again.
+    again = [
+        RowChange.insert(NEW, {"id": 1, "v": 1, "c": 5}),
+        RowChange.delete(OLD, {"id": 1, "v": 1}),
+        RowChange.insert(OLD, {"id": 1, "v": 9}),
+    ]
+    stmts = compacted_statements(compact(again), safe=False)
+    assert [(s.sql.split(" ")[0], s.args) for s in stmts] == [
+        ("INSERT", (1, 1, 5)),
+        ("DELETE", (1,)),
+        ("INSERT", (1, 9)),
+    ]
+
+
+def before_v(change: RowChange) -> RowChange:
+    """``change`` as a transaction that started before ``v`` was added writes it: without v."""
+
+    def strip(r: Row) -> Row:
+        return {k: x for k, x in r.items() if k != "v"}
+
+    old = strip(change.old_values) if change.old_values is not None else None
+    return RowChange(change.kind, T_BEFORE_V, strip(change.values), old)
+
+
+@settings(max_examples=300, deadline=None)
+@given(stretches(), st.data())
+def test_rows_of_two_versions_land_as_one_by_one(
+    case: tuple[Table, list[RowChange]], data: st.DataObject
+) -> None:
+    initial, changes = case
+    late = data.draw(st.lists(st.booleans(), min_size=len(changes), max_size=len(changes)))
+    mixed = [before_v(c) if old else c for c, old in zip(changes, late, strict=True)]
+    expected = replayed(initial, mixed).state()
+    for safe in (False, True):
+        # Both versions in the stretch: compaction sees it alone. Only the late version: the
+        # downstream has v all the same, which late_tables tells it.
+        in_order = {("s", "t")} if all(late) else set()
+        c = compact(mixed, safe=safe, in_order=in_order)
+        down = initial.copy()
+        down.apply_compacted(c)
+        assert down.state() == expected
+        compacted_statements(c, safe=safe, max_rows=3)  # every statement can be built
+
+
+def test_late_rows_alone_would_reset_the_new_column_if_compacted() -> None:
+    # After the ALTER ran downstream, a stretch of only the late transaction's rows.
+    down = Table([{"id": 1, "u": 1, "v": 5}])
+    late = [RowChange.update(T_BEFORE_V, {"id": 1, "u": 1}, {"id": 1, "u": 2})]
+    compacted = down.copy()
+    compacted.apply_compacted(compact(late))  # REPLACE (1,2): v back to the default
+    assert compacted.state() == [(1, 2, DEFAULT)]
+    down.apply_compacted(compact(late, in_order={("s", "t")}))  # UPDATE of u only
+    assert down.state() == [(1, 2, 5)] == replayed(Table([{"id": 1, "u": 1, "v": 5}]), late).state()
+
+
+def test_late_tables_are_those_of_transactions_behind_a_version_seen() -> None:
+    def txn(ts: int, version: int, *tables: TableInfo) -> Txn:
+        rows = tuple(RowChange.insert(t, {"id": ts}) for t in tables)
+        return Txn(ts, ts - 1, rows=rows, schema_version=version)
+
+    a, b, c = (TableInfo.build("s", n, [("id", "int")], ["id"]) for n in "abc")
+    txns = [txn(10, 41, a), txn(20, 40, b), txn(30, 41, c), txn(40, 0, c)]
+    assert late_tables(txns, 40) == {("s", "b")}  # behind the version 41 of ts 10
+    assert late_tables(txns, 42) == {("s", "a"), ("s", "b"), ("s", "c")}
+    assert late_tables(txns[2:], 0) == frozenset()  # no version (0) is never late
+
+
+def test_one_schema_version_in_a_batch_is_compacted_as_before() -> None:
+    # Definitions equal in columns and primary key (an index added in between) are one table.
+    indexed = TableInfo.build("tc", "load1", [("id", "int"), ("v", "int")], ["id"], {"k": ["v"]})
+    changes = [
+        RowChange.insert(OLD, {"id": 1, "v": 1}),
+        RowChange.update(indexed, {"id": 1, "v": 1}, {"id": 1, "v": 2}),
+        RowChange.insert(OLD, {"id": 2, "v": 2}),
+    ]
+    [tc] = compact(changes).tables
+    assert tc.inserts == ({"id": 1, "v": 2}, {"id": 2, "v": 2}) and tc.table is OLD
+    # A primary key that changes between versions is a new definition: upstream order.
+    keyless = TableInfo.build("tc", "load1", [("id", "int"), ("v", "int")])
+    mixed = [*changes, RowChange.insert(keyless, {"id": 3, "v": 3})]
+    assert compact(mixed) == Compacted((), tuple(mixed))
+
+
 # -- the statements (sinks.mysql.statements) ----------------------------------------------------
 
 
@@ -276,3 +388,11 @@ def test_plain_statements_merge_consecutive_inserts_only() -> None:
         ("DELETE", (2, 2)),
         ("REPLACE", (2, 3, 3, 3)),
     ]
+
+
+def test_rows_the_sink_cannot_write_are_a_sink_error_naming_the_transactions() -> None:
+    # Not a row any translator makes (c is not a column of OLD): a clear, non-retriable error.
+    bad = RowChange.decoded(RowKind.INSERT, OLD, {"id": 1, "v": 1, "c": 5})
+    with pytest.raises(SinkError, match="commit ts 10 to 20: cannot build the statements") as e:
+        stretch_statements([bad], safe=False, late=(), ts=(10, 20))
+    assert not e.value.retriable and "tc.load1" in str(e.value)

@@ -7,6 +7,21 @@ that agrees with the upstream before the stretch gives the table the changes giv
 by one in order, primary and unique keys alike. Tables without a primary key are not
 compacted: their changes are handed back in upstream order.
 
+Rows are written with the definition of their own schema version. A stretch may hold one table
+under two definitions: TiDB's metadata lock lets a transaction that started before an ALTER
+commit after the ALTER's binlog, its rows without the column added. Such a table (its rows
+under different column sets or primary keys) is not compacted either: its changes go back in
+upstream order, each with its own definition, so no statement mixes the two and an UPDATE of
+the old version sets only the columns it knew (a REPLACE of it would reset the new column)::
+
+    NEW INSERT (1,v=1,c=5)   OLD INSERT (2,v=2)   OLD UPDATE (1,v=1)->(1,v=7)
+    -> INSERT (id,v,c) (1,1,5); INSERT (id,v) (2,2); UPDATE SET id=1,v=7 WHERE id=1
+
+The old version's rows may also come alone, in a stretch after the ALTER ran downstream: the
+stretch shows one definition, but the downstream table has the new column. ``late_tables``
+finds them by schema version (a transaction below a version seen before it) and the sink
+passes them as ``in_order``.
+
 What the stream says about the table before the stretch: a key's first change tells whether
 the row was there (UPDATE or DELETE of it) or not (INSERT, or the new key of an UPDATE that
 changes the key). A row that ends present is written with REPLACE if it was there before and
@@ -37,10 +52,10 @@ moves from id 1 to id 5, and REPLACE (1,x) runs before INSERT (5,a).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from tributary.change import Row, RowChange, RowKind, SqlValue, TableInfo
+from tributary.change import Row, RowChange, RowKind, SqlValue, TableInfo, Txn
 
 Key = tuple[SqlValue, ...]
 
@@ -70,10 +85,22 @@ class _KeyState:
 
 class _Table:
     def __init__(self, table: TableInfo) -> None:
-        self.table = table
+        self.table = table  # the definition the rows are written with
         self.keys: dict[Key, _KeyState] = {}
         self.faithful = True  # every change found the row present or absent as it expected
+        self.mixed = False  # rows under another definition (columns or primary key) came
         self._pk = table.primary_key
+
+    @property
+    def compacting(self) -> bool:
+        return bool(self._pk) and not self.mixed
+
+    def see(self, t: TableInfo) -> None:
+        """A run of changes of this table under ``t``: another definition makes it mixed."""
+        if t is not self.table and (
+            t.column_names != self.table.column_names or t.primary_key != self._pk
+        ):
+            self.mixed = True
 
     def key(self, row: Row) -> Key:
         if len(self._pk) == 1:
@@ -108,28 +135,34 @@ class _Table:
         return TableChanges(self.table, tuple(deletes), tuple(replaces), tuple(inserts))
 
 
-def compact(changes: Sequence[RowChange], *, safe: bool = False) -> Compacted:
+def compact(
+    changes: Sequence[RowChange],
+    *,
+    safe: bool = False,
+    in_order: Collection[tuple[str, str]] = (),
+) -> Compacted:
     """Final states per primary key of every table that has one (see the module docstring).
 
     A table whose changes no upstream could have made (an INSERT of a key the stretch holds,
     an UPDATE or DELETE of one it removed) is not compacted without safe mode, so that it
-    fails downstream as the changes one by one would (in safe mode both ways agree).
+    fails downstream as the changes one by one would (in safe mode both ways agree). Neither
+    are tables seen under two definitions, nor the ``(schema, table)`` named in ``in_order``.
     """
     tables: dict[tuple[str, str], _Table] = {}
-    unkeyed = False  # a change of a table without a primary key was seen
     last: TableInfo | None = None
     acc: _Table | None = None
     for change in changes:
         t = change.table
         if t is not last:  # runs of one table are the rule: look it up once per run
-            last, acc = t, None
-            if t.primary_key:
-                acc = tables.get((t.schema, t.table))
-                if acc is None:
-                    acc = tables[(t.schema, t.table)] = _Table(t)
-                acc.table = t  # the latest definition writes the rows
+            last, name = t, (t.schema, t.table)
+            acc = tables.get(name)
+            if acc is None:
+                acc = tables[name] = _Table(t)
+            else:
+                acc.see(t)
+            if not acc.compacting or name in in_order:
+                acc = None
         if acc is None:
-            unkeyed = True
             continue
         if change.kind is RowKind.INSERT:
             acc.set(change.values, True, was_present=False)
@@ -142,8 +175,30 @@ def compact(changes: Sequence[RowChange], *, safe: bool = False) -> Compacted:
                 acc.set(change.values, True, was_present=False)
             else:
                 acc.set(change.values, True, was_present=True)
-    kept = {name: a for name, a in tables.items() if a.faithful or safe}
-    if not unkeyed and len(kept) == len(tables):
+    kept = {
+        name: a
+        for name, a in tables.items()
+        if a.compacting and (a.faithful or safe) and name not in in_order
+    }
+    if len(kept) == len(tables):
         return Compacted(tuple(a.result(safe) for a in kept.values()), ())
-    in_order = tuple(c for c in changes if (c.table.schema, c.table.table) not in kept)
-    return Compacted(tuple(a.result(safe) for a in kept.values()), in_order)
+    rest = tuple(c for c in changes if (c.table.schema, c.table.table) not in kept)
+    return Compacted(tuple(a.result(safe) for a in kept.values()), rest)
+
+
+def late_tables(txns: Sequence[Txn], seen: int) -> frozenset[tuple[str, str]]:
+    """The ``(schema, table)`` written by a transaction whose schema version is below one seen
+    before it (``seen``: the newest before ``txns``): it started before a DDL that committed
+    first, so its rows may lack what the DDL added. Example, ``seen`` 40::
+
+        T1 v41 writes a   T2 v40 writes b   T3 v41 writes c   -> {b}  (T2 is behind T1)
+
+    Transactions without a schema version (0) are never late.
+    """
+    late: set[tuple[str, str]] = set()
+    for txn in txns:
+        version = txn.schema_version
+        if 0 < version < seen:
+            late.update((c.table.schema, c.table.table) for c in txn.rows)
+        seen = max(seen, version)
+    return frozenset(late)

@@ -12,11 +12,11 @@ commit ts range when no single transaction fails on its own.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from tributary.change import Ddl, RowChange, Txn
-from tributary.sinks.compact import compact
+from tributary.sinks.compact import compact, late_tables
 from tributary.sinks.mysql.conn import (
     DRIVER_ERRORS,
     IGNORABLE_DDL_CODES,
@@ -100,15 +100,34 @@ async def run_transaction(
         raise SinkError(f"mysql sink: {where} failed: {e}") from e
 
 
-async def apply_stretch(conn: Session, txns: Sequence[Txn], save: Statement, safe: bool) -> None:
-    """Row transactions compacted, then the checkpoint row, in one downstream transaction."""
+def stretch_statements(
+    changes: Sequence[RowChange],
+    *,
+    safe: bool,
+    late: Collection[tuple[str, str]],
+    ts: tuple[int, int],
+) -> list[Statement]:
+    """The compacted statements of ``changes`` (``late`` tables in upstream order), or a
+    SinkError naming the transactions (commit ts range ``ts``) whose rows cannot be written."""
+    try:
+        return compacted_statements(compact(changes, safe=safe, in_order=late), safe=safe)
+    except ValueError as e:
+        raise SinkError(f"mysql sink: {span(*ts)}: cannot build the statements: {e}") from e
+
+
+async def apply_stretch(
+    conn: Session, txns: Sequence[Txn], save: Statement, safe: bool, *, seen: int = 0
+) -> None:
+    """Row transactions compacted, then the checkpoint row, in one downstream transaction;
+    ``seen`` is the newest schema version before them (``compact.late_tables``)."""
     changes = [c for t in txns for c in t.rows]
-    stmts = compacted_statements(compact(changes, safe=safe), safe=safe)
+    ts = (txns[0].commit_ts, txns[-1].commit_ts)
+    stmts = stretch_statements(changes, safe=safe, late=late_tables(txns, seen), ts=ts)
 
     def groups() -> list[Group]:
         return [(t.commit_ts, plain_statements(t.rows, safe=safe)) for t in txns if t.rows]
 
-    await run_transaction(conn, [*stmts, save], groups, (txns[0].commit_ts, txns[-1].commit_ts))
+    await run_transaction(conn, [*stmts, save], groups, ts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,16 +32,16 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from tributary.change import RowChange, Txn
-from tributary.sinks.compact import compact
-from tributary.sinks.mysql.apply import groups_of, run_transaction
+from tributary.sinks.compact import late_tables
+from tributary.sinks.mysql.apply import groups_of, run_transaction, stretch_statements
 from tributary.sinks.mysql.causality import Causality, keys_of
 from tributary.sinks.mysql.conn import DRIVER_ERRORS, LOCK_CODES, Downstream, error_code, sink_error
-from tributary.sinks.mysql.statements import compacted_statements
 from tributary.sinks.port import SinkError
 
 log = logging.getLogger(__name__)
 
 Item = tuple[int, RowChange]  # upstream commit ts, change
+Late = frozenset[tuple[str, str]]  # tables applied in upstream order (``compact.late_tables``)
 LOCK_RETRIES = 8  # a worker runs a transaction rolled back by a lock conflict again this often
 LOCK_BACKOFF = 0.02  # seconds before the first such retry, doubling
 
@@ -64,8 +64,10 @@ class ParallelApplier:
         self._batch_size = batch_size
         self.flushes = 0  # runs of the workers (a conflict adds one)
 
-    async def apply(self, txns: Sequence[Txn], *, safe: bool) -> None:
-        """Every row change of ``txns`` applied when this returns; SinkError otherwise."""
+    async def apply(self, txns: Sequence[Txn], *, safe: bool, seen: int = 0) -> None:
+        """Every row change of ``txns`` applied when this returns; SinkError otherwise.
+        ``seen``: the newest schema version before them (``compact.late_tables``)."""
+        late = late_tables(txns, seen)
         causality = Causality(self._workers)
         queues: list[list[Item]] = [[] for _ in range(self._workers)]
         for txn in txns:
@@ -73,14 +75,14 @@ class ParallelApplier:
                 keys = keys_of(change)
                 worker = causality.assign(keys)
                 if worker is None:  # held by two workers: run what is queued first
-                    await self._flush(queues, safe)
+                    await self._flush(queues, safe, late)
                     causality.reset()
                     worker = causality.assign(keys)
                     assert worker is not None
                 queues[worker].append((txn.commit_ts, change))
-        await self._flush(queues, safe)
+        await self._flush(queues, safe, late)
 
-    async def _flush(self, queues: list[list[Item]], safe: bool) -> None:
+    async def _flush(self, queues: list[list[Item]], safe: bool, late: Late) -> None:
         work = [(i, list(q)) for i, q in enumerate(queues) if q]
         for q in queues:
             q.clear()
@@ -90,12 +92,12 @@ class ParallelApplier:
         try:
             async with asyncio.TaskGroup() as tg:
                 for i, items in work:
-                    tg.create_task(self._work(i, items, safe), name=f"mysql-sink-worker-{i}")
+                    tg.create_task(self._work(i, items, safe, late), name=f"mysql-sink-worker-{i}")
         except BaseExceptionGroup as group:
             self._down.drop()  # cancelled workers left their connections mid-statement
             raise _pick(group) from group
 
-    async def _work(self, worker: int, items: list[Item], safe: bool) -> None:
+    async def _work(self, worker: int, items: list[Item], safe: bool, late: Late) -> None:
         try:
             conn = await self._down.get(self._first + worker)
         except DRIVER_ERRORS as e:
@@ -103,11 +105,12 @@ class ParallelApplier:
         for start in range(0, len(items), self._batch_size):
             part = items[start : start + self._batch_size]
             changes = [c for _, c in part]
-            stmts = compacted_statements(compact(changes, safe=safe), safe=safe)
+            ts = (part[0][0], part[-1][0])
+            stmts = stretch_statements(changes, safe=safe, late=late, ts=ts)
             blame = functools.partial(groups_of, part, safe=safe)
             for attempt in itertools.count():
                 try:
-                    await run_transaction(conn, stmts, blame, (part[0][0], part[-1][0]))
+                    await run_transaction(conn, stmts, blame, ts)
                     break
                 except SinkError as e:
                     # A lock conflict (often gap locks between workers) rolled back just this

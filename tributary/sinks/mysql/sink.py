@@ -30,6 +30,11 @@ without a name, when an identical index is there.
   never passes an unapplied change; after a crash the downstream may hold part of the batch
   after it, which a replay in safe mode overwrites.
 
+In both modes, the tables a late transaction writes (one whose schema version is below a
+version seen before it: TiDB's metadata lock lets it commit after a DDL it started before) are
+not compacted: their rows are applied in upstream order, each with its own version's columns
+(``compact.late_tables``; the newest version seen is kept in the checkpoint).
+
 Write gate (``sinks.port.GatesWrites``): ``write_gate`` is asked right before each
 downstream transaction's statements, its COMMIT, a DDL and a checkpoint save; a refusal
 (``WriteRefused``) drops the connections (the server rolls back what is open) and reaches the
@@ -235,16 +240,17 @@ class MysqlSink:
     async def _apply(self, todo: Sequence[Txn]) -> None:
         for part in stretches(todo):
             conn = await self._connection()
+            seen = self._saved.schema_version if self._saved else 0
             if part[0].ddl is not None:
                 record = self._record(part, consistent=True)  # nothing after it is applied
                 await apply_ddl(conn, part[0], self._ddl, self._save(record), safe=self.safe_mode)
             elif self._parallel is None:
                 record = self._record(part, consistent=True)
-                await apply_stretch(conn, part, self._save(record), self.safe_mode)
+                await apply_stretch(conn, part, self._save(record), self.safe_mode, seen=seen)
             else:
                 replay = self._unfinished  # part of it may be there already: replace
                 self._unfinished = True
-                await self._parallel.apply(part, safe=self.safe_mode or replay)
+                await self._parallel.apply(part, safe=self.safe_mode or replay, seen=seen)
                 record = self._record(part, consistent=False)
                 await save_alone(conn, self._save(record))
                 self._unfinished = False
