@@ -9,17 +9,28 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from services.pump.split.frames import Observed
 from services.pump.storage import StorageStats
 from services.pump.storage.stats import Distribution
 from tributary.telemetry import Metrics, exponential_buckets, fq_name
 
 STORAGE = "pump_storage"  # tidb-binlog's subsystem of the storage families
 RPC_BUCKETS = exponential_buckets(0.00005, 2, 18)  # rpc_duration_seconds: 50 us .. ~6.6 s
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """One histogram child's observations over a span of time (``counts`` per bucket); a front
+    process ships them to the writer in ``OBSERVED`` frames (``split.frames``)."""
+
+    method: str
+    label: str
+    counts: tuple[int, ...]
+    total: float
 
 
 class PumpMetrics(Metrics):

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from services.pump.intake import Reason, WriteRefused
+from services.pump.metrics import Observed
 from services.pump.storage import WriteItem
 from tributary.errors import TributaryError
 from tributary.wire.peek import TYPES, BinlogHeader
@@ -48,16 +48,6 @@ _CODE = {r: i for i, r in enumerate(REASONS) if r is not None}
 
 class BadFrame(TributaryError):
     """The peer sent bytes that are not a frame of this protocol."""
-
-
-@dataclass(frozen=True, slots=True)
-class Observed:
-    """One histogram child's observations over a span of time (``counts`` per bucket)."""
-
-    method: str
-    label: str
-    counts: tuple[int, ...]
-    total: float
 
 
 def frame(kind: int, batch: int, body: bytes = b"") -> bytes:

@@ -23,12 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from services.pump.intake import Reason, WriteRefused
+from services.pump.metrics import Observed
 from services.pump.split.frames import (
     ACK,
     HELLO,
     PREFIX,
     BadFrame,
-    Observed,
     decode_ack,
     encode_observed,
     encode_write,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from services.pump.split.frames import Observed
+from services.pump.metrics import Observed
 from tributary.telemetry import PlainBuckets
 
 SHIP_INTERVAL = 1.0  # seconds between two shipments of a front's observations

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from services.pump.intake import Intake
+from services.pump.metrics import Observed
 from services.pump.split.frames import (
     HELLO,
     MAX_FRAME,
@@ -28,7 +29,6 @@ from services.pump.split.frames import (
     PREFIX,
     WRITE,
     BadFrame,
-    Observed,
     decode_items,
     decode_observed,
     encode_ack,
