@@ -39,7 +39,8 @@ from services.spark.mysql_target import _q
 from services.spark.progress import Progress, add_progress_arguments, open_meter
 from services.spark.session import spark_session
 from services.spark.splits import KeyColumn, predicates, split_points, string_literal
-from services.spark.target import TableChanges, open_target
+from services.spark.target import TableChanges
+from services.spark.targets import open_target
 from tributary.staging.format import StagedColumn, StagedTable, arrow_kind
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,8 @@ from services.spark.k8s import STAGING_MOUNT, K8sSubmission, client_conf, pod_te
 from services.spark.mysql_target import MysqlTarget
 from services.spark.progress import Progress, add_progress_arguments, open_meter
 from services.spark.session import spark_session
-from services.spark.target import TableChanges, Target, open_target
+from services.spark.target import TableChanges, Target
+from services.spark.targets import open_target
 from services.spark.terminate import StopOnSigterm, stop_quietly
 from tributary.staging.format import RangeInfo, StagedTable, StagingError, read_range
 
