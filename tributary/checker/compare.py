@@ -22,7 +22,8 @@ from tributary.checker.filter import TableFilter
 from tributary.checker.model import TableName
 from tributary.checker.pairing import plan
 from tributary.checker.report import Presence, Report, TableReport
-from tributary.checker.source import Source, open_source
+from tributary.checker.source import Source
+from tributary.checker.sources import open_source
 from tributary.checker.table import Share, TableCheck
 from tributary.telemetry.progress import Progress
 

@@ -1,7 +1,4 @@
-"""The port every database side implements, and the opener choosing one by URL scheme.
-
-``mysql://user:password@host:port[/database][?time-zone=+00:00]`` (MySQL, MariaDB, TiDB) and
-``sqlite://PATH`` (the SQLite sink's file: ``sqlite:///abs/x.db``, ``sqlite://rel.db``).
+"""The port every database side implements (``sources.open_source`` opens one by URL scheme).
 
 A source reads only; it never changes the database. Invariant of ``key_term``: on a source,
 the SQL comparing a key column with a bound value and the ``ORDER BY`` of ``keys`` use the
@@ -10,15 +7,13 @@ same order, so chunks cut from one ordered pass partition that source's rows.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlunsplit
 
 from tributary.checker.canon import Canon
 from tributary.checker.coltypes import ColumnType
-from tributary.checker.errors import UsageError
 from tributary.checker.model import ChunkSum, Column, Shape, TableName, Where
 
 
@@ -128,26 +123,3 @@ def display_url(url: SplitResult) -> str:
         query = f"?{url.query}" if url.query else ""
         return f"{url.scheme}://{url.path}{query}"
     return urlunsplit(url._replace(netloc=netloc))
-
-
-@asynccontextmanager
-async def open_source(url: str) -> AsyncIterator[Source]:
-    """The source ``url`` names, closed when the context ends; UsageError for a bad URL,
-    SourceError when the database cannot be opened."""
-    # Imported here so that a checker run loads only the driver it needs.
-    from tributary.checker.mysql_source import MysqlSource
-    from tributary.checker.sqlite_source import SqliteSource
-
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    source: Source
-    if scheme == "mysql":
-        source = await MysqlSource.open(parts)
-    elif scheme == "sqlite":
-        source = await SqliteSource.open(parts)
-    else:
-        raise UsageError(f"unsupported URL {display_url(parts)!r}: use mysql:// or sqlite://")
-    try:
-        yield source
-    finally:
-        await source.close()
