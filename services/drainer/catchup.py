@@ -8,6 +8,10 @@ stream to ``stage``, which writes transactions into a ``StagingWriter`` until th
 
 * a DDL, or rows of a table without a primary key (the job compacts by key): that
   transaction is held back and streamed after the range;
+* a late transaction (its schema version below the newest seen: TiDB's metadata lock lets a
+  transaction that started before a DDL commit after it), or rows of a table under another
+  definition than the one staged: held back too, so the sink applies them with their own
+  columns (the job would write a whole row: REPLACE would reset a column the DDL added);
 * one less than ``resume-lag`` seconds behind (caught up): held back too;
 * ``max-range-rows`` row changes staged, or no binlog for ``idle`` seconds.
 
@@ -138,6 +142,7 @@ class CatchUp:
         self.rows_total = 0  # row changes caught up
         self.failures = 0  # job runs that failed
         self.last_done: dict[str, Any] | None = None  # the status of the last range caught up
+        self.schema_version = 0  # the newest schema version of the transactions seen
 
     @property
     def active(self) -> bool:
@@ -162,7 +167,9 @@ class CatchUp:
         """Whether a catch-up starts at ``txn``; records why in ``trigger``. Worked example
         (lag-threshold 300, backlog-threshold 100000): txn 20 s behind, backlog 250000 ->
         start ("backlog 250000 binlogs"); txn 400 s behind, backlog unknown -> start ("lag
-        400 s"); txn 20 s behind, backlog 5000 -> stream it."""
+        400 s"); txn 20 s behind, backlog 5000 -> stream it. Every converted transaction
+        passes here: its schema version counts for the late ones of a range."""
+        self.schema_version = max(self.schema_version, txn.schema_version)
         s = self.settings
         if self._requested:
             self.trigger = "requested"
@@ -203,6 +210,10 @@ class CatchUp:
             return "ddl"
         if any(not change.table.primary_key for change in txn.rows):
             return "table without primary key"
+        if 0 < txn.schema_version < self.schema_version:
+            return "late transaction"
+        if not all(writer.fits(change.table) for change in txn.rows):
+            return "table definition changed"
         if self.lag(txn) < self.settings.resume_lag:
             return "caught up"
         if writer.rows >= self.settings.max_range_rows:
@@ -227,6 +238,7 @@ class CatchUp:
                 reason = "idle"
                 break
             reason = self._ends_range(txn, writer)
+            self.schema_version = max(self.schema_version, txn.schema_version)
             if reason:
                 break
             writer.add(txn)

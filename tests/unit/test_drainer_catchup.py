@@ -185,6 +185,29 @@ async def test_a_ddl_or_a_keyless_table_ends_the_range_and_is_streamed_after(
     assert catchup.ranges == 2
 
 
+async def test_a_late_transaction_or_another_definition_ends_the_range(tmp_path: Path) -> None:
+    # TiDB's metadata lock: a transaction of schema version 4 commits after the ALTER of 5.
+    t_c = TableInfo.build("db", "t", [("id", "bigint"), ("v", "bigint"), ("c", "int")], ["id"])
+    sink = RecordingSink()
+    syncer, queue, ckpt, catchup, job, txns = setup(tmp_path, sink, [0, 0])
+
+    def txn(seconds: float, version: int, t: TableInfo, values: dict[str, int]) -> Txn:
+        commit = ts(NOW - seconds)
+        return Txn(commit, commit - 1, (RowChange.insert(t, values),), schema_version=version)
+
+    b1 = txn(500, 5, t_c, {"id": 1, "v": 1, "c": 5})
+    ddl = Txn(ts(NOW - 499), ddl=Ddl("db", "alter table t add d int", "t"), schema_version=6)
+    late = txn(498, 5, t_c, {"id": 2, "v": 2, "c": 0})  # first after the DDL: streamed
+    b2 = txn(497, 6, T, {"id": 3, "v": 3})  # T stands for the new definition here
+    unversioned = txn(496, 0, t_c, {"id": 4, "v": 4, "c": 0})  # T staged: another definition
+    await feed(queue, txns, b1, ddl, late, b2, unversioned)
+    await run_until(syncer, lambda: ckpt.applied_ts == unversioned.commit_ts)
+    assert job.ranges == [(ts(1), b1.commit_ts, 1), (late.commit_ts, b2.commit_ts, 1)]
+    applied = [t for batch in sink.batches for t in batch]
+    assert applied == [t.commit_ts for t in (b1, ddl, late, b2, unversioned)]
+    assert catchup.reason == "table definition changed" and catchup.schema_version == 6
+
+
 async def test_a_killed_job_is_rerun_with_the_checkpoint_unchanged(tmp_path: Path) -> None:
     sink = RecordingSink()
     syncer, queue, ckpt, catchup, job, txns = setup(tmp_path, sink, [-9, 75, 0])

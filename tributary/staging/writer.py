@@ -215,6 +215,13 @@ class StagingWriter:
         buf.add(commit_ts, self._seq, op, row)
         self._seq += 1
 
+    def fits(self, info: TableInfo) -> bool:
+        """Whether rows of ``info`` can join the range: the table is not staged yet, or staged
+        with this definition (a transaction that started before a DDL and committed after it
+        writes the table as it was; its rows belong to another range)."""
+        buf = self._tables.get((info.schema, info.table))
+        return buf is None or buf.info is info or buf.info == info
+
     def _buffer(self, info: TableInfo) -> _TableBuffer:
         key = (info.schema, info.table)
         buf = self._tables.get(key)
