@@ -36,8 +36,8 @@ from tributary.sinks.kafka.client import (
     start_producer,
 )
 from tributary.sinks.kafka.options import KafkaSettings
+from tributary.sinks.kafka.refusal import too_large
 from tributary.sinks.kafka.routing import Message, route
-from tributary.sinks.kafka.sink import too_large
 from tributary.sinks.port import SinkError, pending
 
 log = logging.getLogger(__name__)

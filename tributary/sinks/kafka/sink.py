@@ -35,7 +35,9 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 
 from tributary.change import Txn
 from tributary.sinks.kafka.client import OpenBatches, last_value, record_size, start_producer
+from tributary.sinks.kafka.exactly_once import ExactlyOnceKafkaSink
 from tributary.sinks.kafka.options import KafkaSettings, parse_url
+from tributary.sinks.kafka.refusal import too_large
 from tributary.sinks.kafka.routing import Message, route
 from tributary.sinks.kafka.secondary import commit_ts_of
 from tributary.sinks.port import Sink, SinkError, SinkOptions, pending
@@ -258,31 +260,6 @@ class KafkaSink:
             log.warning("kafka sink: closed with messages in flight (they are resent)")
 
 
-def too_large(
-    settings: KafkaSettings,
-    txn: Txn,
-    value: bytes,
-    e: BaseException,
-    batch: Sequence[Message] = (),
-) -> SinkError:
-    """The error for a message (or the record batch holding it, ``batch``) the broker refused as
-    too large."""
-    if len(batch) > 1:
-        return SinkError(
-            f"kafka sink: a record batch of {len(batch)} messages (txns {batch[0].txn.commit_ts} "
-            f"to {batch[-1].txn.commit_ts}, {sum(len(m.value) for m in batch)} bytes) is over the "
-            f"message size limit of topic {settings.topic} (lower kafka-batch-size, now "
-            f"{settings.record_batch_size}, or raise the broker's message.max.bytes or the "
-            f"topic's max.message.bytes): {e!r}"
-        )
-    return SinkError(
-        f"kafka sink: the message of txn {txn.commit_ts} (start ts {txn.start_ts}, "
-        f"{len(txn.rows)} row changes) is {len(value)} bytes, over the message size limit of "
-        f"topic {settings.topic} (raise the broker's message.max.bytes or the topic's "
-        f"max.message.bytes, and kafka-max-message-size): {e!r}"
-    )
-
-
 async def last_commit_ts(settings: KafkaSettings) -> int | None:
     """The commit ts of the last message of partition 0 (committed ones in exactly-once mode);
     None if the topic is empty or absent."""
@@ -294,7 +271,5 @@ async def open_url(url: SplitResult, options: SinkOptions) -> Sink:
     """The ``kafka://`` opener (tidb-binlog protocol) for ``sinks.kafka.protocols``."""
     settings = parse_url(url, options.cluster_id)
     if settings.exactly_once:
-        from tributary.sinks.kafka.exactly_once import ExactlyOnceKafkaSink
-
         return await ExactlyOnceKafkaSink.open(settings, safe_mode=options.safe_mode)
     return await KafkaSink.open(settings, safe_mode=options.safe_mode)
