@@ -19,6 +19,9 @@ The file and pump sinks (and Kafka's, in ``sinks.kafka``) are imported when one 
 bring the etcd client, the pump client and the pb codecs, a quarter of a second of start-up
 for a process that never opens one (the arbiter, reparo). The sink is closed when the context
 ends, whatever happened inside it.
+
+``open_sync_point_store`` opens the sync point table of a SQL sink's downstream
+(``sinks.syncpoints``), for the ``SYNC_POINT_SCHEMES`` only.
 """
 
 from __future__ import annotations
@@ -30,14 +33,17 @@ from urllib.parse import SplitResult, urlsplit
 from tributary.sinks import kafka
 from tributary.sinks.blackhole import sink as blackhole
 from tributary.sinks.mysql import sink as mysql
+from tributary.sinks.mysql.config import parse_url as mysql_url
+from tributary.sinks.mysql.syncpoint import MysqlSyncPointStore
 from tributary.sinks.port import Sink, SinkError, SinkOptions
 from tributary.sinks.print import sink as printer
 from tributary.sinks.sqlite import sink as sqlite
+from tributary.sinks.syncpoints import SYNC_POINT_SCHEMES, SyncPointOptions, SyncPointStore
 from tributary.sinks.urls import redact
 
 Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]
 
-__all__ = ["OPENERS", "open_sink", "scheme_of"]
+__all__ = ["OPENERS", "open_sink", "open_sync_point_store", "scheme_of"]
 
 
 async def _file(url: SplitResult, options: SinkOptions) -> Sink:
@@ -93,3 +99,22 @@ async def open_sink(url: str, options: SinkOptions) -> AsyncIterator[Sink]:
         yield sink
     finally:
         await sink.close()
+
+
+@asynccontextmanager
+async def open_sync_point_store(
+    url: str, options: SyncPointOptions
+) -> AsyncIterator[SyncPointStore]:
+    """The sync point store of the sink ``url`` (its table created if missing), closed on
+    exit; a SinkError (not retriable) for a sink without one."""
+    parts = _split(url)
+    if parts.scheme.lower() not in SYNC_POINT_SCHEMES:
+        raise SinkError(f"sink {redact(url)!r} has no sync point table", retriable=False)
+    config = mysql_url(parts, SinkOptions(0))
+    store = await MysqlSyncPointStore.open(
+        config.connect, options.cluster_id, options.changefeed, options.retention
+    )
+    try:
+        yield store
+    finally:
+        await store.close()
