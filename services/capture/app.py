@@ -23,7 +23,7 @@ from services.capture.feeds import Feeds
 from services.capture.fence import LeaseFence
 from services.capture.http import routes
 from services.capture.metrics import CaptureMetrics
-from services.capture.processor import Processor, SinkOpener
+from services.capture.processor import Processor, SinkOpener, SyncPointOpener
 from services.capture.source import ChangeSource
 from services.capture.spanbook import SpanMark
 from services.capture.state import FeedView
@@ -34,7 +34,7 @@ from tributary.coord.etcd import EtcdKv
 from tributary.net import join_host_port, split_host_port
 from tributary.sinks import Sink, SinkOptions
 from tributary.sinks.pump.counters import KeyedPumpClientCounters, PumpClientCounters
-from tributary.sinks.schemes import open_sink
+from tributary.sinks.schemes import open_sink, open_sync_point_store
 from tributary.telemetry.http import OpsServer
 from tributary.telemetry.tls import ALPN_HTTP, server_context
 
@@ -61,6 +61,7 @@ async def serve(
     *,
     source: ChangeSource | None = None,
     sink_opener: SinkOpener = open_sink,
+    sync_point_opener: SyncPointOpener = open_sync_point_store,
 ) -> None:
     """Run one capture until ``stop`` is set."""
     capture_id = cfg.capture_id or str(uuid.uuid4())
@@ -110,6 +111,7 @@ async def serve(
                 spans=spans,
                 tables=frozenset(s for s in view.assign if s not in (DDL_SPAN, WHOLE_SPAN)),
                 gate=fence.check,
+                sync_points=sync_point_opener,
             )
 
         capture = Capture(

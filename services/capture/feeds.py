@@ -40,6 +40,7 @@ from tributary.cdc.model import (
 from tributary.cdc.spans import DDL_SPAN, WHOLE_SPAN, TableAssign, TableProgress, table_span
 from tributary.coord.kv import Kv
 from tributary.sinks.schemes import OPENERS, BadSinkUrl, scheme_of
+from tributary.sinks.syncpoints import SYNC_POINT_SCHEMES
 from tributary.sinks.urls import redact
 from tributary.wire.ts import from_seconds
 
@@ -89,6 +90,16 @@ def check_config(config: ReplicaConfig) -> None:
     EventFilter(config.event_filters)
 
 
+def check_sync_points(uri: str, config: ReplicaConfig) -> None:
+    """Sync points only into a SQL downstream, as TiCDC ("The SyncPoint must be disabled when
+    the downstream is not tidb or mysql")."""
+    if config.enable_sync_point and scheme_of(uri) not in SYNC_POINT_SCHEMES:
+        raise BadRequest(
+            f"config.enable-sync-point: sync points are written into a MySQL, MariaDB or TiDB "
+            f"downstream (mysql://), not into {redact(uri)!r}"
+        )
+
+
 class Feeds:
     """Changefeed operations of one cluster."""
 
@@ -115,6 +126,7 @@ class Feeds:
                 raise BadRequest(f"bad {what} {name!r}: use letters, digits and inner dashes")
         check_sink(req.sink_uri)
         check_config(req.config)
+        check_sync_points(req.sink_uri, req.config)
         if req.start_ts < 0 or req.target_ts < 0:
             raise BadRequest("start_ts and target_ts must not be negative")
         start_ts = req.start_ts or from_seconds(time.time())
@@ -213,12 +225,14 @@ class Feeds:
             target = info.target_ts if req.target_ts is None else req.target_ts
             if target and target <= info.start_ts:
                 raise BadRequest(f"target_ts {target} must be after start_ts {info.start_ts}")
-            return replace(
+            new = replace(
                 info,
                 sink_uri=req.sink_uri if req.sink_uri is not None else info.sink_uri,
                 target_ts=target,
                 config=req.config if req.config is not None else info.config,
             )
+            check_sync_points(new.sink_uri, new.config)
+            return new
 
         return await self._patch_info(feed, fn)
 

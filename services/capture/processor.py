@@ -50,6 +50,24 @@ the capture taking ``#ddl`` over resumes there, with every row before the DDL ap
 hands the DDL over again (the sink skips it by its DDL record, keyed by the changefeed for
 every run, or by error code) instead of replaying rows of the old schema into the new one.
 
+Sync points (``enable-sync-point``, ``tributary.cdc.syncpoint``): a point ``S`` is due at the
+first item read above it. The processor applies everything before that item (all <= ``S``)
+and moves its spans to ``S`` (with the position after the last item: a valid resume point, as
+the next item's ts is above ``S``); then:
+
+* a whole changefeed's processor writes the point (``sinks.syncpoints``) and goes on;
+* in a spread one, the processor holding ``#ddl`` waits until every other span has reached
+  ``S`` in etcd, writes the point and goes on; the others wait until ``#ddl`` is past ``S``
+  in etcd. No span passes ``S`` before ``#ddl`` does, and ``#ddl`` passes it only after the
+  write: while the point is written the downstream holds exactly the upstream's transactions
+  <= ``S``, on every capture. A processor that starts again at ``S`` (a retry, a move) does it
+  again: the store keeps the first row of a point. The cost: each point pauses the changefeed
+  for a few checkpoint flushes, as a DDL does.
+
+Several points between two items (an idle stretch) are one barrier, at the last of them, and one
+write of a row each (they all see the same downstream). With ``target-ts``, the points up to it
+are written before the run ends.
+
 Errors: a retriable failure (sink or source) is reported in ``error`` and retried with
 exponential backoff; a non-retriable one is reported and ends the run (the owner then marks
 the changefeed failed).
@@ -63,7 +81,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, replace
 
 from services.capture.eventfilter import EventFilter
@@ -75,12 +93,15 @@ from tributary.cdc.errors import CaptureError
 from tributary.cdc.keys import FeedId
 from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, RunningError, now_text
 from tributary.cdc.spans import DDL_SPAN, WHOLE_SPAN
+from tributary.cdc.syncpoint import SECOND_NS, Schedule
 from tributary.change import Txn
 from tributary.sinks import GatesWrites, Sink, SinkError, SinkOptions, WriteGate, WriteRefused
+from tributary.sinks.syncpoints import SyncPointOptions, SyncPointStore
 
 log = logging.getLogger(__name__)
 
 SinkOpener = Callable[[str, SinkOptions], AbstractAsyncContextManager[Sink]]
+SyncPointOpener = Callable[[str, SyncPointOptions], AbstractAsyncContextManager[SyncPointStore]]
 _END = object()
 Queue = asyncio.Queue[SourceItem | BaseException | object]
 
@@ -125,9 +146,16 @@ class Processor:
         spans: Mapping[str, SpanMark] | None = None,
         tables: frozenset[str] = frozenset(),
         gate: WriteGate | None = None,
+        sync_points: SyncPointOpener | None = None,
     ) -> None:
         self.feed = feed
         self._gate = gate
+        self._sync_points = sync_points
+        config = info.config
+        self._schedule = (
+            Schedule.every(config.sync_point_interval) if config.enable_sync_point else None
+        )
+        self._next_point = 0  # the first sync point not passed yet
         self.info = info
         self._cluster = cluster
         self._address = address
@@ -199,10 +227,17 @@ class Processor:
         flt = table_filter(info.config.filter_rules)
         events = EventFilter(info.config.event_filters)
         self._safe_until = await self._source.current_position() if spread else None
-        async with self._open_sink(info.sink_uri, SinkOptions(key, ddl_key=ddl_key)) as sink:
+        async with (
+            self._open_sink(info.sink_uri, SinkOptions(key, ddl_key=ddl_key)) as sink,
+            self._open_store() as store,
+        ):
             if isinstance(sink, GatesWrites):
                 sink.write_gate = self._gate
+            if store is not None:
+                store.write_gate = self._gate
             low = book.low()
+            if self._schedule is not None:
+                self._next_point = self._schedule.first_at_or_after(low.checkpoint_ts)
             log.info(
                 "changefeed %s: replicating %s from %s (checkpoint %d) into the sink",
                 self.feed,
@@ -218,7 +253,7 @@ class Processor:
                 read = self._read(stream, queue, budget, sizes)
                 reader = asyncio.create_task(read, name=f"read-{self.feed}")
                 try:
-                    await self._apply(sink, queue, events, budget, sizes)
+                    await self._apply(sink, store, queue, events, budget, sizes)
                 finally:
                     reader.cancel()
                     await asyncio.gather(reader, return_exceptions=True)
@@ -242,9 +277,22 @@ class Processor:
             return
         await queue.put(_END)
 
+    def _open_store(self) -> AbstractAsyncContextManager[SyncPointStore | None]:
+        """The sync point store, for the processor that writes the points: the one holding
+        ``#ddl`` (or ``*``) of a changefeed with sync points on."""
+        config = self.info.config
+        if self._schedule is None or not self.book.has_ddl:
+            return nullcontext(None)
+        if self._sync_points is None:
+            raise CaptureError("sync points are on but no store can be opened", retriable=False)
+        retention = config.sync_point_retention / SECOND_NS
+        options = SyncPointOptions(self._cluster, self.feed.id, retention)
+        return self._sync_points(self.info.sink_uri, options)
+
     async def _apply(
         self,
         sink: Sink,
+        store: SyncPointStore | None,
         queue: Queue,
         events: EventFilter,
         budget: ReadAhead,
@@ -262,10 +310,16 @@ class Processor:
                 if not isinstance(item, SourceItem):
                     raise CaptureError("the upstream source ended", retriable=True)
                 taken += sizes.popleft()
-                if target and item.txn.commit_ts > target:
+                ts = item.txn.commit_ts
+                if target and ts > target:
                     await self._commit(sink, batch)
+                    await self._sync_points_before(store, target + 1, finishing=True)
                     self._finish(target)
                     return
+                if self._schedule is not None and ts > self._next_point:
+                    await self._commit(sink, batch)
+                    batch = []
+                    await self._sync_points_before(store, ts)
                 if item.txn.start_ts in ignored:
                     item = self._skip(item)
                 elif events and not item.resolved:
@@ -314,6 +368,37 @@ class Processor:
             await self._wait(lambda: self._observed.get(DDL_SPAN, 0) >= ts)
         book.advance(ts, item.position)
         self._last_position = item.position
+        self.error = None
+
+    async def _sync_points_before(
+        self, store: SyncPointStore | None, before: int, *, finishing: bool = False
+    ) -> None:
+        """The sync point barrier (the module's doc) for the points below ``before``, with
+        everything read before ``before`` applied. ``finishing``: the run ends at target ts,
+        so its spans wait for nobody (they apply nothing more)."""
+        if self._schedule is None:
+            return
+        points = self._schedule.due(self._next_point, before)
+        self._next_point = self._schedule.first_at_or_after(before)
+        if not points:
+            return
+        last, book = points[-1], self.book
+        own = book.marks.get(WHOLE_SPAN if book.whole else DDL_SPAN)
+        book.advance(last, self._last_position)  # every span here at the last point
+        if own is not None:
+            todo = [p for p in points if p >= own.checkpoint_ts]  # the rest were written
+            if todo and not book.whole:
+                # every span's checkpoint in etcd (none seen yet: not a single report so far)
+                await self._wait(
+                    lambda: bool(self._observed) and book.others_reached(self._observed, last)
+                )
+            if todo:
+                if store is None:
+                    raise CaptureError("sync points are on but no store is open", retriable=False)
+                await store.write(todo)  # it asks the write gate itself
+        elif not finishing:
+            log.info("changefeed %s: sync point %d waits for #ddl", self.feed, last)
+            await self._wait(lambda: self._observed.get(DDL_SPAN, 0) > last)
         self.error = None
 
     async def _wait(self, ready: Callable[[], bool]) -> None:

@@ -39,6 +39,12 @@ class FakeLog:
                 self.txns.append(Txn(1000 + i, 1000 + i - 1 if i > 1 else 1, (row,)))
             self._grew.notify_all()
 
+    async def append_txns(self, *txns: Txn) -> None:
+        """Transactions as they are (their own commit ts, tables and rows)."""
+        async with self._grew:
+            self.txns.extend(txns)
+            self._grew.notify_all()
+
     async def current_position(self) -> str:
         return str(len(self.txns))
 

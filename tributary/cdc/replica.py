@@ -4,6 +4,9 @@ Accepted (``from_dict``, TOML or JSON, dashed or underscored keys):
 
     case-sensitive = false
     memory-quota = 1073741824          # bytes of rows a processor reads ahead of its sink
+    enable-sync-point = false          # sync points into a SQL downstream (``cdc.syncpoint``)
+    sync-point-interval = "10m"        # Go duration text, or nanoseconds (TiCDC's JSON)
+    sync-point-retention = "24h"
     [filter]
     rules = ['*.*', '!test.*']
     ignore-txn-start-ts = [441234567890123456]
@@ -34,6 +37,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tributary.cdc.errors import BadRecord
+from tributary.cdc.syncpoint import (
+    DEFAULT_INTERVAL_NS,
+    DEFAULT_RETENTION_NS,
+    check_settings,
+    parse_duration_ns,
+)
 
 DEFAULT_MEMORY_QUOTA = 1 << 30  # TiCDC's DefaultChangefeedMemoryQuota
 
@@ -44,9 +53,6 @@ UNSUPPORTED: Mapping[str, str] = {
     "force-replicate": "tables without a primary or unique key replicate anyway here",
     "check-gc-safe-point": "there is no GC safepoint: the upstream keeps binlog files by its own "
     "expire_logs_days / binlog_expire_logs_seconds",
-    "enable-sync-point": "sync points (tidb_cdc.syncpoint_v1) are not written",
-    "sync-point-interval": "sync points (tidb_cdc.syncpoint_v1) are not written",
-    "sync-point-retention": "sync points (tidb_cdc.syncpoint_v1) are not written",
     "bdr-mode": "bidirectional replication is not supported",
     "scheduler": "a changefeed runs on one capture; its tables are not split across captures",
     "consistent": "there is no redo log; the MySQL sink keeps its checkpoint in the same "
@@ -169,14 +175,30 @@ class ReplicaConfig:
     checkpoint_interval: int = 15
     memory_quota: int = DEFAULT_MEMORY_QUOTA
     event_filters: tuple[EventFilterRule, ...] = field(default=())
+    enable_sync_point: bool = False
+    sync_point_interval: int = DEFAULT_INTERVAL_NS  # nanoseconds, as TiCDC's JSON
+    sync_point_retention: int = DEFAULT_RETENTION_NS
 
-    KEYS = frozenset({"filter", "case-sensitive", "memory-quota", "synced-status"})
+    KEYS = frozenset(
+        {
+            "filter",
+            "case-sensitive",
+            "memory-quota",
+            "synced-status",
+            "enable-sync-point",
+            "sync-point-interval",
+            "sync-point-retention",
+        }
+    )
     FILTER_KEYS = frozenset({"rules", "ignore-txn-start-ts", "event-filters"})
 
     def to_dict(self) -> dict[str, object]:
         return {
             "case-sensitive": self.case_sensitive,
             "memory-quota": self.memory_quota,
+            "enable-sync-point": self.enable_sync_point,
+            "sync-point-interval": self.sync_point_interval,
+            "sync-point-retention": self.sync_point_retention,
             "filter": {
                 "rules": list(self.filter_rules),
                 "ignore-txn-start-ts": list(self.ignore_txn_start_ts),
@@ -219,6 +241,7 @@ class ReplicaConfig:
         events = flt.get("event-filters", [])
         if not isinstance(events, list):
             raise BadRecord("config.filter.event-filters must be a list of tables")
+        sync = _sync_points(d, strict=strict)
         return cls(
             filter_rules=_strings(flt.get("rules", ["*.*"]), "config.filter.rules"),
             ignore_txn_start_ts=tuple(ignore),
@@ -237,4 +260,37 @@ class ReplicaConfig:
                 EventFilterRule.from_dict(r, f"config.filter.event-filters[{i}]", strict=strict)
                 for i, r in enumerate(events)
             ),
+            enable_sync_point=sync[0],
+            sync_point_interval=sync[1],
+            sync_point_retention=sync[2],
         )
+
+
+def _sync_points(d: Mapping[str, Any], *, strict: bool) -> tuple[bool, int, int]:
+    """``(enable-sync-point, sync-point-interval, sync-point-retention)``. A user's config
+    (``strict``) gets TiCDC's validation (``cdc.syncpoint.check_settings``) when they are on;
+    a record read back keeps what it says, a value that is no duration giving the default."""
+    enabled = d.get("enable-sync-point", False)
+    if not isinstance(enabled, bool):
+        if strict:
+            raise BadRecord("config.enable-sync-point must be true or false")
+        enabled = False
+    values = []
+    for key, default in (
+        ("sync-point-interval", DEFAULT_INTERVAL_NS),
+        ("sync-point-retention", DEFAULT_RETENTION_NS),
+    ):
+        raw = d.get(key)
+        try:
+            values.append(default if raw is None else parse_duration_ns(raw, f"config.{key}"))
+        except BadRecord:
+            if strict:
+                raise
+            values.append(default)
+    interval, retention = values
+    if strict and enabled:
+        try:
+            check_settings(interval, retention)
+        except BadRecord as e:
+            raise BadRecord(f"config.{e}") from None
+    return enabled, interval, retention
