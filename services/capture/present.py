@@ -57,6 +57,9 @@ def api_config(c: ReplicaConfig) -> dict[str, object]:
     return {
         "memory_quota": c.memory_quota,
         "case_sensitive": c.case_sensitive,
+        "enable_sync_point": c.enable_sync_point,
+        "sync_point_interval": c.sync_point_interval,  # nanoseconds, as TiCDC's
+        "sync_point_retention": c.sync_point_retention,
         "filter": {
             "rules": list(c.filter_rules),
             "ignore_txn_start_ts": list(c.ignore_txn_start_ts),
