@@ -98,6 +98,8 @@ _FEED_KAFKA = obj(
     "claim-check volume are mounted in the capture pods",
 )
 
+_GO_DURATION = r"^([0-9]+(\.[0-9]*)?(ns|us|ms|s|m|h))+$"
+
 CHANGEFEED_ITEM = obj(
     {
         "id": {**STR, "pattern": "^[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*$", "maxLength": 128},
@@ -108,6 +110,23 @@ CHANGEFEED_ITEM = obj(
         "kafka": _FEED_KAFKA,
         "startTS": {**INT, "description": "where a new changefeed starts (0: now)"},
         "config": {**FREE, "description": "TiCDC's replica config (filter, sink, ...)"},
+        "enableSyncPoint": {
+            "type": "boolean",
+            "description": "TiCDC's sync points into tidb_cdc.syncpoint_v1 downstream "
+            "(a mysql:// sinkURI only; default false)",
+        },
+        "syncPointInterval": {
+            **STR,
+            "pattern": _GO_DURATION,
+            "description": "how often a sync point is written, a Go duration (default 10m, at "
+            "least 30s as TiCDC)",
+        },
+        "syncPointRetention": {
+            **STR,
+            "pattern": _GO_DURATION,
+            "description": "how long sync point rows are kept, a Go duration (default 24h, at "
+            "least 1h as TiCDC)",
+        },
     },
     ["id"],
     description="a changefeed the operator keeps on the capture cluster (created, updated and "

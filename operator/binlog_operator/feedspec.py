@@ -10,6 +10,11 @@ capture pods at ``KAFKA_TLS_DIR/<secret>``, and the URL names those files; a cla
 PersistentVolumeClaim (open-protocol's large messages) is mounted at ``feedkafka.claim_dir``, and
 the URL's ``claim-check-storage-uri`` is a directory in it (``feedkafka`` parses the block).
 
+Sync points (TiCDC's ``enable-sync-point``, a SQL sink only) are ``enableSyncPoint``,
+``syncPointInterval`` and ``syncPointRetention`` (Go durations, TiCDC's minimums 30s and 1h);
+they go into the changefeed's replica config under TiCDC's keys, so a change to them updates
+the changefeed as a change of ``config`` does.
+
 Invariants: only changefeeds the operator created (``managed``, kept in the cluster's status) are
 ever removed, so a changefeed made with ``binlog-cdc cli`` is left alone; a changefeed is updated
 (paused, its sink and config replaced, resumed if it ran) only when its sink URL differs from the
@@ -35,11 +40,24 @@ from urllib.parse import quote, urlencode
 
 from binlog_operator.feedkafka import FeedKafka, parse_feed_kafka
 from binlog_operator.kafkasink import KAFKA_TLS_DIR
+from tributary.cdc.errors import BadRecord
+from tributary.cdc.syncpoint import (
+    DEFAULT_INTERVAL_NS,
+    DEFAULT_RETENTION_NS,
+    check_settings,
+    parse_duration_ns,
+)
 
 _ID = re.compile(r"^[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*$")  # TiCDC's changefeed id rule
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _URL_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@?#]*:[^/@?#]*@")
-_FIELDS = {"id", "sinkURI", "kafka", "startTS", "config"}
+_SYNC_FIELDS = {  # the changefeed's field -> TiCDC's replica config key
+    "enableSyncPoint": "enable-sync-point",
+    "syncPointInterval": "sync-point-interval",
+    "syncPointRetention": "sync-point-retention",
+}
+_FIELDS = {"id", "sinkURI", "kafka", "startTS", "config", *_SYNC_FIELDS}
+_SQL_SINK = re.compile(r"^mysql://", re.IGNORECASE)  # the sinks with a sync point table
 
 
 @dataclass(frozen=True)
@@ -107,7 +125,46 @@ def _feed(raw: object, where: str, problems: list[str]) -> FeedSpec:
     if not isinstance(config, Mapping):
         problems.append(f"{where}.config: must be an object (TiCDC's replica config)")
         config = {}
-    return FeedSpec(feed_id, sink, kafka, start, dict(config))
+    sync = _sync_points(f, where, problems, sql=bool(_SQL_SINK.match(sink)), config=config)
+    return FeedSpec(feed_id, sink, kafka, start, {**config, **sync})
+
+
+def _sync_points(
+    f: Mapping[str, Any], where: str, problems: list[str], *, sql: bool, config: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The replica config keys of ``enableSyncPoint``, ``syncPointInterval`` and
+    ``syncPointRetention``, checked as TiCDC checks them; {} when none is given."""
+    given = {k: f[k] for k in _SYNC_FIELDS if k in f}
+    if not given:
+        return {}
+    spelled = {str(k).replace("_", "-") for k in config}
+    problems += [
+        f"{where}.config.{key}: set by {where}.{name}, remove it"
+        for name, key in _SYNC_FIELDS.items()
+        if name in given and key in spelled
+    ]
+    enabled = given.get("enableSyncPoint", False)
+    if not isinstance(enabled, bool):
+        problems.append(f"{where}.enableSyncPoint: {enabled!r} must be true or false")
+        enabled = False
+    ns = {"syncPointInterval": DEFAULT_INTERVAL_NS, "syncPointRetention": DEFAULT_RETENTION_NS}
+    for name in ns:
+        if name in given:
+            try:
+                ns[name] = parse_duration_ns(given[name], f"{where}.{name}")
+            except BadRecord as e:
+                problems.append(str(e))
+    if enabled:
+        try:
+            check_settings(ns["syncPointInterval"], ns["syncPointRetention"])
+        except BadRecord as e:
+            problems.append(f"{where}: {e}")
+        if not sql:
+            problems.append(
+                f"{where}.enableSyncPoint: sync points are written into a MySQL, MariaDB or "
+                "TiDB downstream: sinkURI must be a mysql:// URL"
+            )
+    return {_SYNC_FIELDS[k]: v for k, v in given.items()}
 
 
 def tls_dir(secret: str) -> str:

@@ -241,3 +241,60 @@ def test_status_shows_each_declared_feed_and_its_error() -> None:
         {"id": "b", "namespace": "default", "state": "pending", "error": "no Secret"},
         {"id": "c", "namespace": "default", "state": "pending"},
     ]
+
+
+def test_sync_point_fields_go_into_the_replica_config_the_capture_takes() -> None:
+    from tributary.cdc.replica import ReplicaConfig
+
+    declared = {
+        "id": "mirror",
+        "sinkURI": "mysql://cdc@db:3306/",
+        "enableSyncPoint": True,
+        "syncPointInterval": "1m",
+        "syncPointRetention": "2h",
+        "config": {"filter": {"rules": ["shop.*"]}},
+    }
+    (f,) = feeds([declared])
+    assert f.config == {
+        "filter": {"rules": ["shop.*"]},
+        "enable-sync-point": True,
+        "sync-point-interval": "1m",
+        "sync-point-retention": "2h",
+    }
+    taken = ReplicaConfig.from_dict(dict(f.config), strict=True)  # as the capture's API does
+    assert (taken.enable_sync_point, taken.sync_point_interval, taken.sync_point_retention) == (
+        True,
+        60_000_000_000,
+        7_200_000_000_000,
+    )
+    (plain,) = feeds([{**declared, "enableSyncPoint": False}])
+    assert plain.config_hash != f.config_hash  # turning them off updates the changefeed
+    (none,) = feeds([{"id": "mirror", "sinkURI": "mysql://cdc@db:3306/"}])
+    assert none.config == {}  # no field, no key: older declarations keep their hash
+
+
+def test_sync_point_fields_are_checked_as_ticdc_checks_them() -> None:
+    base = {"sinkURI": "mysql://cdc@db:3306/", "enableSyncPoint": True}
+    bad = [
+        {"id": "a", **base, "syncPointInterval": "10s"},
+        {"id": "b", **base, "syncPointRetention": "30m"},
+        {"id": "c", **base, "syncPointInterval": "soon"},
+        {"id": "d", "kafka": {**KAFKA, "sasl": None, "tls": None}, "enableSyncPoint": True},
+        {"id": "e", **base, "enableSyncPoint": "yes"},
+        {"id": "f", **base, "config": {"enable_sync_point": False}},
+    ]
+    problems: list[str] = []
+    parse_feeds(bad, problems)
+    text = "\n".join(problems)
+    for expected in (
+        "[0]: sync-point-interval 10s must be at least 30s",
+        "[1]: sync-point-retention 30m0s must be at least 1h0m0s",
+        "[2].syncPointInterval must be a duration",
+        "[3].enableSyncPoint: sync points are written into a MySQL, MariaDB or TiDB",
+        "[4].enableSyncPoint: 'yes' must be true or false",
+        "[5].config.enable-sync-point: set by captures.changefeeds[5].enableSyncPoint",
+    ):
+        assert expected in text, (expected, text)
+    off: list[str] = []  # off, TiCDC checks nothing: a short interval waits for turning on
+    parse_feeds([{"id": "g", "sinkURI": "file:///x", "syncPointInterval": "10s"}], off)
+    assert off == []
