@@ -2,7 +2,8 @@
 
 DDL jobs are applied in schema-version order; each table keeps the list of ``(version, table)``
 it went through (``None`` once dropped), so a DML binlog is decoded with the table as it was at
-the binlog's schema version (``table_at``), not the latest. Worked example, table 40::
+the binlog's schema version (``table_at``), not the latest, and named as the latest names it
+(``rows_table``: a late transaction's rows after a rename). Worked example, table 40::
 
     job 11 CREATE TABLE t (id, a)     v=3  -> versions [(3, t{id,a})]
     job 12 ALTER TABLE t ADD b        v=5  -> versions [(3, t{id,a}), (5, t{id,a,b})]
@@ -32,7 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from services.drainer.errors import DrainerError
 from services.drainer.rowvalues import Decoder, row_decoder
@@ -96,6 +97,31 @@ class TrackedTable:
             decoder = self._decoders[tz] = row_decoder(columns, handle, tz)
         return decoder
 
+    def named_as(self, now: TrackedTable) -> TrackedTable:
+        """This version's columns (ids, types, keys) under the names of ``now``, a later version
+        of the table: its database, its name and, by column id, its column names; a column
+        ``now`` no longer has is left out. ``self`` when no name differs."""
+        names = {c.id: c.name for c in now.info.columns}
+        same = (self.schema, self.info.name) == (now.schema, now.info.name)
+        if same and all(names.get(c.id) == c.name for c in self.info.row_columns):
+            return self
+        ids = {c.name.lower(): c.id for c in self.info.columns}
+        gone = SchemaState.NONE  # not public: neither decoded nor written
+
+        def rename(name: str) -> str:
+            return names.get(ids.get(name.lower(), -1), name)
+
+        columns = tuple(
+            replace(c, name=names[c.id]) if c.id in names else replace(c, state=gone)
+            for c in self.info.columns
+        )
+        indices = tuple(
+            replace(i, columns=tuple(replace(ic, name=rename(ic.name)) for ic in i.columns))
+            for i in self.info.indices
+        )
+        info = replace(self.info, name=now.info.name, columns=columns, indices=indices)
+        return TrackedTable.build(now.schema, info)
+
     @classmethod
     def build(cls, schema: str, info: TidbTable) -> TrackedTable:
         """Raises ValueError when the keys do not fit the columns."""
@@ -127,6 +153,10 @@ class SchemaTracker:
         self._versions: dict[int, list[tuple[int, TrackedTable | None]]] = {}
         self._truncated: set[int] = set()
         self._applied: dict[int, AppliedDdl | None] = {}
+        self._changed: dict[int, tuple[int, ...]] = {}  # job id -> the table ids it changed
+        self._putting: list[int] = []  # the table ids the job being applied changed
+        self._shown: dict[int, int] = {}  # table id -> version of the last job shown for it
+        self._named: dict[tuple[int, int, int], TrackedTable] = {}  # (id, then, now) -> view
         self.version = 0  # every job at or below this schema version has been applied
 
     def advance_to(self, schema_version: int) -> None:
@@ -144,6 +174,53 @@ class SchemaTracker:
 
     def table_at(self, table_id: int, schema_version: int) -> TrackedTable:
         """The table ``table_id`` as it was at ``schema_version``; raises ``UnknownTable``."""
+        return self._entry_at(table_id, schema_version)[1]
+
+    def rows_table(self, table_id: int, schema_version: int) -> TrackedTable:
+        """The table a DML binlog of ``schema_version`` writes ``table_id``'s rows with: decoded
+        as it was at that version (``table_at``), named and cut to the table as the downstream
+        has it: the version of the last job ``shown`` for it.
+
+        Binlogs are translated in commit order and TiDB's commit order does not follow its
+        schema versions at a DDL, both ways:
+
+        * TiDB's metadata lock lets a transaction that started before a DDL commit after the
+          DDL's binlog (a *late* transaction), its rows in the table of its start; the
+          downstream has run the DDL, so a column or the table renamed meanwhile (CHANGE
+          COLUMN, RENAME TABLE) is written under its new name;
+        * a multi-schema change (``ALTER TABLE t ADD COLUMN a ..., ADD INDEX ...``) makes its
+          columns public at its final version a step before the job is done and its binlog
+          written: rows of that version come *first*, while the downstream has not got the
+          columns, so they are left out (the downstream gives them their default when the
+          DDL runs, as tidb-binlog's drainer, which decodes such rows with the older table).
+
+        Worked example (a late transaction)::
+
+            v43 t(id, a, b)   a transaction starts, inserts (2, 2, 'two')
+            v44 ALTER TABLE t CHANGE b c   binlog at commit ts 100; the downstream runs it
+            the transaction commits at 101, its binlog at version 43
+            rows_table(t, 43) -> t(id, a, c): INSERT INTO t (id, a, c) VALUES (2, 2, 'two')
+        """
+        then, table = self._entry_at(table_id, schema_version)
+        shown = self._shown.get(table_id)
+        if shown is None or shown == then:
+            return table
+        try:
+            now, down = self._entry_at(table_id, shown)
+        except UnknownTable:
+            return table  # gone downstream: let the sink say what it makes of the rows
+        if down is table:
+            return table
+        key = (table_id, then, now)
+        view = self._named.get(key)
+        if view is None:
+            try:
+                view = self._named[key] = table.named_as(down)
+            except ValueError as e:
+                raise SchemaError(f"table id {table_id} at version {then} as of {now}: {e}") from e
+        return view
+
+    def _entry_at(self, table_id: int, schema_version: int) -> tuple[int, TrackedTable]:
         versions = self._versions.get(table_id)
         if not versions:
             raise UnknownTable(f"table id {table_id} is unknown to the schema")
@@ -159,11 +236,18 @@ class SchemaTracker:
             )
         if found[1] is None:
             raise UnknownTable(f"table id {table_id} was dropped at schema version {found[0]}")
-        return found[1]
+        return found[0], found[1]
 
-    def apply(self, job: DdlJob) -> AppliedDdl | None:
-        """Apply a finished job; None when it changes nothing to replicate downstream."""
+    def apply(self, job: DdlJob, *, shown: bool = True) -> AppliedDdl | None:
+        """Apply a finished job; None when it changes nothing to replicate downstream.
+
+        ``shown``: the downstream has the job's change (its binlog came, or a restarted
+        drainer's history says it finished before the binlog being translated); False for a
+        job whose binlog is still to come, which ``rows_table`` does not write rows by yet.
+        Applying an applied job again with ``shown`` marks it shown."""
         if job.id in self._applied:
+            if shown:
+                self._show(job)
             return self._applied[job.id]
         if not job.is_done or job.schema_version <= 0:
             log.info(
@@ -176,14 +260,22 @@ class SchemaTracker:
                 f" schema reached version {self.version}"
             )
         result = None
+        self._putting = []
         if job.type not in NOT_REPLICATED and job.table_id <= MAX_GLOBAL_ID:
             result = self._handler(job.type)(job)
         self._applied[job.id] = result
+        self._changed[job.id] = tuple(self._putting)
+        if shown:
+            self._show(job)
         self.version = job.schema_version
         log.info(
             "applied DDL job %d (type %d) at schema version %d", job.id, job.type, self.version
         )
         return result
+
+    def _show(self, job: DdlJob) -> None:
+        for table_id in self._changed.get(job.id, ()):
+            self._shown[table_id] = max(self._shown.get(table_id, 0), job.schema_version)
 
     def _handler(self, action: int) -> Callable[[DdlJob], AppliedDdl]:
         handlers: dict[int, Callable[[DdlJob], AppliedDdl]] = {
@@ -242,6 +334,7 @@ class SchemaTracker:
     # --- changes: everything is looked up and built first, then the state changes ---
 
     def _put(self, db_id: int, table_id: int, table: TrackedTable | None, version: int) -> None:
+        self._putting.append(table_id)
         self._versions.setdefault(table_id, []).append((version, table))
         for ids in self._db_tables.values():
             ids.discard(table_id)

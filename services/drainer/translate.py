@@ -8,7 +8,9 @@
   nothing replicated give a checkpoint-only Txn.
 * A DML binlog: every ``TableMutation`` of the PrewriteValue, rows in ``sequence`` order,
   decoded with the table as it was at the PrewriteValue's schema version (catching up first
-  when the history has jobs the tracker has not seen up to it). Rows of truncated tables are
+  when the history has jobs the tracker has not seen up to it) and named as the table is now
+  (a late transaction, committed after a DDL that renamed a column or the table, writes under
+  the new names: ``SchemaTracker.rows_table``). Rows of truncated tables are
   dropped; column ids the table did not have at that version (a column being added, the hidden
   ``_tidb_rowid``) are left out.
 
@@ -106,14 +108,16 @@ def _parse(parse: Callable[[bytes], _View], data: bytes, what: str) -> _View:
         raise DecodeError(f"not a {what} message: {e}") from e
 
 
-async def _catch_up(schema: SchemaTracker, history: DdlHistory, upto: int) -> None:
-    """Apply the history's jobs with versions in (schema.version, upto], then mark ``upto``."""
+async def _catch_up(schema: SchemaTracker, history: DdlHistory, upto: int, ts: int) -> None:
+    """Apply the history's jobs with versions in (schema.version, upto], then mark ``upto``;
+    a job that finished after ``ts`` (the commit ts being translated) has its binlog still to
+    come, so it is not shown downstream yet (``SchemaTracker.rows_table``)."""
     if upto <= schema.version:
         return
     for job in await history.jobs_since(schema.version):
         if job.schema_version > upto:
             break
-        schema.apply(job)
+        schema.apply(job, shown=job.finished_ts <= ts)
     schema.advance_to(upto)
 
 
@@ -132,7 +136,7 @@ async def _ddl_txn(
         if _not_replicated(job, binlog):
             log.info("DDL job %d at commit ts %d changes nothing downstream", job_id, ts)
             return marker
-        await _catch_up(schema, history, job.schema_version - 1)
+        await _catch_up(schema, history, job.schema_version - 1, ts)
         applied = schema.apply(job)
     if applied is None:
         return marker
@@ -160,14 +164,14 @@ async def _dml_txn(
     with _at(ts, "prewrite value"):
         pv = _parse(parse_prewrite_value, binlog.prewrite_value, "PrewriteValue")
         if pv.schema_version > schema.version:
-            await _catch_up(schema, history, pv.schema_version)
+            await _catch_up(schema, history, pv.schema_version, ts)
     rows: list[RowChange] = []
     for mut in pv.mutations:
         if schema.is_truncated(mut.table_id):
             log.debug("dropping rows of truncated table %d at commit ts %d", mut.table_id, ts)
             continue
         try:
-            table = schema.table_at(mut.table_id, pv.schema_version)
+            table = schema.rows_table(mut.table_id, pv.schema_version)
         except SchemaError as e:
             where = f"binlog at commit ts {ts}: table id {mut.table_id}"
             raise type(e)(f"{where}: {e}", retriable=e.retriable) from e

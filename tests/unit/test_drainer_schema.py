@@ -133,6 +133,31 @@ def test_clustered_primary_key_and_hidden_columns() -> None:
     assert [c.name if c else None for c in t.handle] == ["k", "n"]
 
 
+def test_rows_of_an_older_version_take_the_names_the_table_has_now() -> None:
+    # a clustered key (k, n) whose column n is renamed, a column dropped, the table renamed:
+    # a late transaction's rows keep their version's columns and keys under today's names
+    pk = index(1, "PRIMARY", ["k", "n"], primary=True)
+    cols = [col(1, "k", VARCHAR), col(2, "n"), col(3, "x"), col(4, "y")]
+    v2 = table(70, "c", cols, pk_is_handle=False, indices=[pk], common=True)
+    s = tracker(create_db(1, 1), create_table(2, 2, v2))
+    assert s.rows_table(70, 2) is s.table_at(70, 2)  # nothing changed since: the same table
+    renamed_pk = index(1, "PRIMARY", ["k", "n2"], primary=True)
+    v3_cols = [col(1, "k", VARCHAR), col(2, "n2"), col(4, "y"), col(5, "z")]
+    s.apply(alter(3, 3, table(70, "c", v3_cols, pk_is_handle=False, indices=[renamed_pk],
+                              common=True), Action.MODIFY_COLUMN))  # fmt: skip
+    s.apply(job(4, Action.RENAME_TABLE, 4, schema_id=DB_ID,
+                info=table(70, "c2", v3_cols, pk_is_handle=False, indices=[renamed_pk],
+                           common=True)))  # fmt: skip
+    late = s.rows_table(70, 2)
+    assert late.sink.qualified == "shop.c2"
+    assert late.sink.column_names == ("k", "n2", "y")  # x is gone downstream; z is not known
+    assert late.sink.primary_key == ("k", "n2")
+    assert [c.name if c else None for c in late.handle] == ["k", "n2"]
+    assert [c.id for c in late.columns.values()] == [1, 2, 4]  # decoded by the old ids
+    assert s.rows_table(70, 2) is late and s.table_at(70, 2).sink.qualified == "shop.c"
+    assert s.rows_table(70, 4) is s.table_at(70, 4)
+
+
 def test_jobs_that_change_nothing_and_jobs_that_did_not_happen() -> None:
     s = tracker(create_db(1, 1), create_table(2, 2, T1))
     cancelled = alter(3, 3, T1_B)
