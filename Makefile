@@ -28,11 +28,12 @@ deps: $(STAMP)
 	$(DEPS) --for test
 
 # One line per phase with its time at the end (scripts/phases); the preparation stops the run
-# when it fails, the other phases all run.
+# when it fails, the other phases all run. The Kubernetes tests run beside the others: they
+# mostly wait for the node's pods, while the others keep the two cores busy (docs/testing.md).
 test: $(STAMP)
 	@scripts/phases 'deps!=$(DEPS) --for test' 'lint=$(BIN)/tox -q -e lint' \
 	    'type=$(BIN)/tox -q -e type' 'proto=$(BIN)/tox -q -e proto' \
-	    'tests=$(BIN)/tox -q -e tests' 'k8s=$(BIN)/tox -q -e k8s'
+	    'tests=$(BIN)/tox -q -e tests' '&k8s=$(BIN)/tox -q -e k8s'
 
 bench: $(STAMP)
 	$(DEPS) --for bench
