@@ -10,6 +10,11 @@ Invariants:
 - emitted commit ts are strictly increasing, starting above ``latest_ts``;
 - an item whose commit ts equals the last emitted one is a duplicate (the same
   transaction served by two pumps): dropped, logged as a warning and counted;
+- on a tie a transaction wins over a fake binlog (``is_fake``), which is then
+  dropped without a warning: a fake binlog's timestamp comes from the pumps'
+  TSO, a transaction's from its writer's, and a writer that is not on the same
+  clock (a standalone tidb-server's own oracle) can commit at exactly the
+  timestamp of a fake binlog; the fake must not take the transaction's place;
 - an item below the last emitted one is out of order: dropped, logged as an
   error and counted as ``disorder``; the merge never goes back;
 - a paused source is still waited for (a paused pump may still hold commits
@@ -23,7 +28,8 @@ Worked example (sources A and B, latest emitted ts 10)::
     push A:12   pop -> None   B has nothing pending and could still send 11
     push B:15   pop -> A:12   every source has an item; 12 is the smallest
                 pop -> None   A has nothing pending now
-    push A:15   pop -> B:15   tie on 15: the item pushed first wins
+    push A:15   pop -> B:15   tie on 15: the item pushed first wins (a transaction
+                              before a fake binlog)
                 pop -> None   B has nothing pending
     push B:20   pop -> None   A:15 equals the latest (15): duplicate, dropped;
                               then A has nothing pending
@@ -48,6 +54,11 @@ class HasCommitTs(Protocol):
 
 
 T = TypeVar("T", bound=HasCommitTs)
+
+
+def _fake(item: object) -> bool:
+    """A fake binlog (``PulledBinlogItem.is_fake``): it loses a tie on commit ts."""
+    return getattr(item, "is_fake", False) is True
 
 
 @dataclass(slots=True)
@@ -82,7 +93,7 @@ class Merger(Generic[T]):
     def __init__(self, latest_ts: int = 0) -> None:
         self._latest = latest_ts
         self._sources: dict[str, _Source] = {}
-        self._heap: list[tuple[int, int, _Source, T]] = []
+        self._heap: list[tuple[int, bool, int, _Source, T]] = []
         self._seq = itertools.count()
         self.stats = MergeStats()
 
@@ -131,15 +142,18 @@ class Merger(Generic[T]):
             raise ValueError(f"source {source_id!r} already has an item pending")
         source.pending = True
         source.position = max(source.position, item.commit_ts)
-        heapq.heappush(self._heap, (item.commit_ts, next(self._seq), source, item))
+        heapq.heappush(self._heap, (item.commit_ts, _fake(item), next(self._seq), source, item))
 
     def pop(self) -> T | None:
         """The next item in commit-ts order, or None while some source has nothing pending."""
         while self._heap:
             if any(not s.pending for s in self._sources.values()):
                 return None
-            commit_ts, _, source, item = heapq.heappop(self._heap)
+            commit_ts, fake, _, source, item = heapq.heappop(self._heap)
             source.pending = False
+            if commit_ts == self._latest and fake:
+                log.debug("fake binlog at emitted ts %d from %s", commit_ts, source.source_id)
+                continue
             if commit_ts == self._latest:
                 self.stats.duplicates += 1
                 log.warning(

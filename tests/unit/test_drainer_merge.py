@@ -252,3 +252,23 @@ async def test_feed_backpressure_bounded_inbox() -> None:
         loop.cancel()
         producer.cancel()
         await asyncio.gather(loop, producer, return_exceptions=True)
+
+
+def test_a_transaction_wins_a_tie_with_a_fake_binlog() -> None:
+    # A standalone tidb-server commits on its own oracle, the pumps' fake binlogs come from
+    # our TSO: both read the machine's clock and met on timestamps like this one (a physical
+    # ms, logical 1) in tests/integration/test_tidb_server.py, where the fake pushed first
+    # used to win and the transaction was dropped as a duplicate.
+    ts = 470790025956294657
+    fake = PulledBinlogItem(ts, ts, b"", True)
+    txn = PulledBinlogItem(ts, ts - (3 << 18), b"", False)
+    for order in ([("p1", fake), ("p2", txn)], [("p2", txn), ("p1", fake)]):
+        m: Merger[PulledBinlogItem] = Merger(latest_ts=ts - 1)
+        m.add_source("p1", ts - 1)
+        m.add_source("p2", ts - 1)
+        for source, item in order:
+            m.push(source, item)
+        assert m.pop() is txn
+        m.push("p2", PulledBinlogItem(ts + 9, ts + 9, b"", True))
+        assert m.pop() is None  # the fake at ts is dropped; p1 has nothing pending now
+        assert (m.stats.emitted, m.stats.duplicates, m.stats.disorder) == (1, 0, 0)
