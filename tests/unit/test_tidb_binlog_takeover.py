@@ -1,7 +1,8 @@
 """What a take-over from tidb-binlog reads and leaves behind, byte for byte: the drainer's MySQL
 checkpoint row and its ``savepoint`` file as tidb-binlog's drainer writes them, the pump records
 a Go pump keeps in etcd, and ours read back the way the Go programs decode them
-(``tests/support/tidb_binlog_go.py`` has the formats and the Go decoding rules)."""
+(``tests/support/tidb_binlog_go.py`` has the formats and the Go decoding rules); the MySQL URL
+made of ``[syncer.to.checkpoint]`` and what of it is refused."""
 
 from __future__ import annotations
 
@@ -21,9 +22,12 @@ from tests.support.tidb_binlog_go import (
     go_savepoint,
     go_status_json,
 )
+from tributary.config.drainer import DrainerConfig
 from tributary.coord.memory import MemoryKv
 from tributary.registry.registry import NodeRegistry
 from tributary.registry.status import NodeKind, NodeState, NodeStatus, node_key
+from tributary.settings import SettingsError
+from tributary.settings.loader import from_toml
 from tributary.sinks.checkpoint import (
     CheckpointRecord,
     checkpoint_load,
@@ -196,3 +200,68 @@ async def test_the_registry_lists_go_records_and_keeps_them_when_repairing() -> 
     assert go_read_status(rewritten.value) == GoStatus(
         "pump-0:8250", "pump-0.pump:8250", "paused", False, 0, None, TS, TS + 5
     )
+
+
+# -- [syncer.to.checkpoint] -----------------------------------------------------------------
+
+BASE = (
+    '[syncer]\ndb-type = "mysql"\n[syncer.to]\nhost = "10.0.0.5"\nport = 3306\n'
+    'user = "binlog"\n[syncer.to.checkpoint]\n'
+)
+
+
+def url_of(checkpoint: str, base: str = BASE) -> str:
+    cfg = from_toml(DrainerConfig, (base + checkpoint).encode())
+    return cfg.syncer.sink_url("/data")
+
+
+def test_checkpoint_schema_and_table_reach_the_mysql_sink() -> None:
+    plain = "mysql://binlog@10.0.0.5:3306/?consistent=true"
+    assert url_of("") == plain
+    assert url_of('schema = "binlog_meta"\n') == plain + "&checkpoint-schema=binlog_meta"
+    # tidb-binlog uses table only with a type, and that type's server is the downstream here
+    assert url_of('table = "cp"\n') == plain
+    same = 'type = "mysql"\nhost = "10.0.0.5"\nschema = "m"\ntable = "cp"\nuser = "x"\n'
+    assert url_of(same) == plain + "&checkpoint-schema=m&checkpoint-table=cp"
+    local = BASE.replace("10.0.0.5", "127.0.0.1")
+    assert url_of('type = "tidb"\n', local).endswith("?consistent=true")
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "base", "key", "says"),
+    [
+        ('type = "mysql"\n', BASE, "syncer.to.checkpoint.host", "127.0.0.1:3306 is not in"),
+        (
+            'type = "mysql"\nhost = "10.0.0.5"\nport = 4000\n',
+            BASE,
+            "syncer.to.checkpoint.host",
+            "not in the downstream",
+        ),
+        ('type = "oracle"\n', BASE, "syncer.to.checkpoint.type", "Oracle"),
+        (
+            'type = "mysql"\n',
+            BASE.replace('"mysql"', '"kafka"', 1),
+            "syncer.to.checkpoint.type",
+            "savepoint",
+        ),
+        (
+            'schema = "m"\n',
+            BASE.replace("[syncer.to]", 'sink-uri = "mysql://r@h:1/"\n[syncer.to]'),
+            "syncer.to.checkpoint",
+            "checkpoint-schema=",
+        ),
+        (
+            '[syncer.to.checkpoint.security]\nssl-ca = "ca.pem"\n',
+            BASE,
+            "syncer.to.checkpoint.security",
+            "TLS",
+        ),
+    ],
+)
+def test_a_checkpoint_kept_elsewhere_is_refused(
+    checkpoint: str, base: str, key: str, says: str
+) -> None:
+    with pytest.raises(SettingsError) as e:
+        url_of(checkpoint, base)
+    text = str(e.value)
+    assert key in text and says in text, text

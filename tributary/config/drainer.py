@@ -23,6 +23,7 @@ from typing import ClassVar
 from urllib.parse import quote
 
 from tributary.change import DEFAULT_IGNORE_DBS, FilterError, TableFilter
+from tributary.config.drainer_checkpoint import CheckpointToConfig
 from tributary.encrypt import DecryptError, decrypt
 from tributary.settings import (
     DURATION,
@@ -96,9 +97,9 @@ IGNORED = (
     Ignored("syncer.table-migrate-rule", _V2_FILTER, refuse=True),
     Ignored("syncer.binlog-filter-rule", _V2_FILTER, refuse=True),
     Ignored(
-        "syncer.to.checkpoint",
-        "the checkpoint is kept with the sink: in the downstream for mysql/tidb "
-        "(tidb_binlog.checkpoint), in data-dir otherwise",
+        "syncer.to.checkpoint.security",
+        "the checkpoint is written in the downstream, over its connection (no TLS)",
+        refuse=True,
     ),
     Ignored("syncer.to.security", "TLS to the downstream MySQL/TiDB is not supported", refuse=True),
     Ignored(
@@ -194,6 +195,9 @@ class ToConfig:
     kafka_ssl_ca: str = setting("", "kafka: CA file (PEM) to verify the brokers")
     kafka_ssl_cert: str = setting("", "kafka: client certificate file (PEM)")
     kafka_ssl_key: str = setting("", "kafka: client key file (PEM)")
+    checkpoint: CheckpointToConfig = group(
+        CheckpointToConfig, "where tidb-binlog's drainer kept the checkpoint (mysql/tidb)"
+    )
 
     def kafka_url(self) -> str:
         """The ``kafka://`` URL of these keys (options beyond tidb-binlog's only when set)."""
@@ -450,6 +454,7 @@ class SyncerConfig:
             query = "consistent=" + ("true" if to.consistent else "false")
             if to.read_timeout != READ_TIMEOUT:
                 query += f"&read-timeout={to.read_timeout:g}"
+            query += to.checkpoint.url_options()
             return f"mysql://{auth}@{host}:{to.port}/?{query}"
         if kind in ("file", "pb"):
             where = os.path.abspath(to.dir or data_dir)
@@ -544,6 +549,10 @@ class DrainerConfig:
             yield "syncer", str(e)
         if syncer.sink_uri and not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", syncer.sink_uri):
             yield "syncer.sink-uri", "must be a URL such as mysql://root@127.0.0.1:3306/"
+        for key, problem in syncer.to.checkpoint.problems(
+            syncer.db_type, syncer.sink_uri, syncer.to.host, syncer.to.port
+        ):
+            yield f"syncer.{key}", problem
         scheme = syncer.sink_scheme()
         if syncer.catchup.enabled and scheme not in CATCHUP_SCHEMES:
             yield (
