@@ -14,6 +14,11 @@ the transactions up to the checkpoint, each once. On open, bytes past the saved 
 written but not checkpointed when the process died, or a failed batch) are cut away and later
 segments removed; a batch that fails part way is cut away at once.
 
+A directory holding segments but no ``sink.checkpoint`` is what tidb-binlog's drainer leaves (its
+``file`` output has its checkpoint in ``<data-dir>/savepoint``): the sink takes it over after its
+last whole record, the checkpoint being that record's commit ts, and appends there, so a drainer
+resuming from the sink's checkpoint writes nothing twice (``_adopt``).
+
 Example: batches [t1 t2] and [t3] give records r1 r2 r3; if the process dies after writing r3
 but before the savepoint names its end, the savepoint still says (segment, end of r2) and
 reopening cuts r3: the checkpoint is t2 and the drainer sends t3 again.
@@ -41,11 +46,14 @@ from tributary.sinks.file import pbcodec
 from tributary.sinks.file.binlogfile import (
     BinlogFileError,
     Position,
+    Record,
+    Segment,
     SegmentWriter,
     encode,
     fsync_directory,
     io_error,
     list_segments,
+    scan_segment,
 )
 from tributary.sinks.port import SinkError, SinkOptions, pending
 from tributary.sinks.urls import refuse_unknown_options
@@ -229,11 +237,11 @@ def _recover(directory: Path, writer: SegmentWriter) -> Savepoint:
             writer.restore(saved.position)
             return saved
         segments = list_segments(directory)
-        if any(s.path.stat().st_size for s in segments):
-            raise BinlogFileError(
-                f"{directory} holds binlog segments but no {SAVEPOINT}: not this sink's "
-                "directory, or its savepoint was lost; move the segments away to start afresh"
-            )
+        adopted = _adopt(segments)
+        if adopted is not None:
+            writer.restore(adopted.position)
+            save_savepoint(directory, adopted)
+            return adopted
         for s in segments:  # empty leftovers of a first open that died before its savepoint
             s.path.unlink()
         writer.start()
@@ -246,6 +254,45 @@ def _recover(directory: Path, writer: SegmentWriter) -> Savepoint:
     except BaseException:
         writer.close()
         raise
+
+
+def _adopt(segments: Sequence[Segment]) -> Savepoint | None:
+    """The savepoint of segments written without one (tidb-binlog's drainer writes its ``file``
+    output so, into its data-dir by default): after their last whole record, at its commit ts.
+
+    The newest segment holding a whole record is scanned; a torn tail after it (a writer that
+    died mid-append) is where the next record goes, and emptier segments after it are dropped
+    by ``restore``. None when no segment holds a record. Example: segments 0 [r1 r2] and
+    1 [r3, 40 torn bytes], then an empty 2: the savepoint is (segment 1, end of r3) at r3's
+    commit ts, and reopening there cuts the torn bytes and removes segment 2.
+    """
+    for segment in reversed(segments):
+        last: Record | None = None
+        end = 0
+        for item in scan_segment(segment):
+            if isinstance(item, Record):
+                last, end = item, item.end
+        if last is None:
+            continue
+        try:
+            commit_ts = pbcodec.commit_ts_of(last.payload)
+        except pbcodec.PbCodecError as e:
+            raise BinlogFileError(
+                f"{segment.path.parent} holds binlog segments but no {SAVEPOINT}, and the last "
+                f"record ({segment.name} offset {last.offset}) is not a pb_binlog record ({e}): "
+                "not a file sink's directory; move the segments away to start afresh"
+            ) from e
+        log.warning(
+            "file sink: %s holds binlog files but no %s (tidb-binlog's drainer writes its "
+            "output so): continuing after their last record, commit ts %d, %s offset %d",
+            segment.path.parent,
+            SAVEPOINT,
+            commit_ts,
+            segment.name,
+            end,
+        )
+        return Savepoint(commit_ts, Position(segment.name, end))
+    return None
 
 
 def _options(url: SplitResult) -> tuple[int, float]:
