@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from services.drainer.errors import DrainerError
@@ -80,7 +80,11 @@ class TrackedTable:
     sink: TableInfo
     columns: Mapping[int, DecodeColumn]  # public, non-generated columns by id, in table order
     handle: tuple[DecodeColumn | None, ...]  # what each handle datum of an inserted row fills
+    partial: bool = False  # a row may lack some columns (``written_as``)
     _decoders: dict[dt.tzinfo, Decoder] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _narrow: dict[frozenset[str], TableInfo] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -97,30 +101,38 @@ class TrackedTable:
             decoder = self._decoders[tz] = row_decoder(columns, handle, tz)
         return decoder
 
-    def named_as(self, now: TrackedTable) -> TrackedTable:
-        """This version's columns (ids, types, keys) under the names of ``now``, a later version
-        of the table: its database, its name and, by column id, its column names; a column
-        ``now`` no longer has is left out. ``self`` when no name differs."""
-        names = {c.id: c.name for c in now.info.columns}
-        same = (self.schema, self.info.name) == (now.schema, now.info.name)
-        if same and all(names.get(c.id) == c.name for c in self.info.row_columns):
-            return self
-        ids = {c.name.lower(): c.id for c in self.info.columns}
-        gone = SchemaState.NONE  # not public: neither decoded nor written
-
-        def rename(name: str) -> str:
-            return names.get(ids.get(name.lower(), -1), name)
-
+    def written_as(self, down: TrackedTable) -> TrackedTable:
+        """The table for rows TiDB wrote with this version, as the downstream has the table
+        (``down``, another version of it): ``down``'s database, name, columns and keys, each
+        column decoded with this version's type where it had the column. A column this version
+        had and ``down`` lacks is left out; a column ``down`` has and this version lacked is
+        read when a row holds it, so such a view is ``partial`` (see ``narrowed``).
+        ``down`` itself when the two have the same columns."""
+        mine = {c.id: c for c in self.info.columns}
+        if [(c.id, c.name, c.ft) for c in down.info.row_columns] == [
+            (c.id, c.name, c.ft) for c in self.info.row_columns
+        ]:
+            return down
         columns = tuple(
-            replace(c, name=names[c.id]) if c.id in names else replace(c, state=gone)
-            for c in self.info.columns
+            replace(c, ft=mine[c.id].ft) if c.id in mine else c for c in down.info.columns
         )
-        indices = tuple(
-            replace(i, columns=tuple(replace(ic, name=rename(ic.name)) for ic in i.columns))
-            for i in self.info.indices
-        )
-        info = replace(self.info, name=now.info.name, columns=columns, indices=indices)
-        return TrackedTable.build(now.schema, info)
+        view = TrackedTable.build(down.schema, replace(down.info, columns=columns))
+        known = {c.id for c in self.info.row_columns}
+        return replace(view, partial=any(c.id not in known for c in down.info.row_columns))
+
+    def narrowed(self, names: Collection[str]) -> TableInfo:
+        """``sink`` cut to the columns a row holds (its keys kept when whole): rows of one
+        definition always hold the same columns, which the sinks' statements rely on."""
+        key = frozenset(names)
+        table = self._narrow.get(key)
+        if table is None:
+            keep = [c for c in self.sink.columns if c.name in key]
+            pk = self.sink.primary_key if key.issuperset(self.sink.primary_key) else ()
+            uks = {u.name: u.columns for u in self.sink.unique_keys if key.issuperset(u.columns)}
+            table = self._narrow[key] = TableInfo.build(
+                self.sink.schema, self.sink.table, [(c.name, c.mysql_type) for c in keep], pk, uks
+            )
+        return table
 
     @classmethod
     def build(cls, schema: str, info: TidbTable) -> TrackedTable:
@@ -156,8 +168,13 @@ class SchemaTracker:
         self._changed: dict[int, tuple[int, ...]] = {}  # job id -> the table ids it changed
         self._putting: list[int] = []  # the table ids the job being applied changed
         self._shown: dict[int, int] = {}  # table id -> version of the last job shown for it
-        self._named: dict[tuple[int, int, int], TrackedTable] = {}  # (id, then, now) -> view
-        self.version = 0  # every job at or below this schema version has been applied
+        self._written: dict[tuple[int, int, int], TrackedTable] = {}  # (id, then, now) -> view
+        # Every job at or below this schema version has been applied, or was not in the
+        # history yet when a binlog of a later version needed it: TiDB puts a job there after
+        # its binlog, and rows of its version can come first (a multi-schema change); its own
+        # binlog applies it then. Jobs are applied in version order (``_job_version``).
+        self.version = 0
+        self._job_version = 0
 
     def advance_to(self, schema_version: int) -> None:
         """Record that no job between ``version`` and ``schema_version`` is left to apply."""
@@ -177,17 +194,21 @@ class SchemaTracker:
         return self._entry_at(table_id, schema_version)[1]
 
     def rows_table(self, table_id: int, schema_version: int) -> TrackedTable:
-        """The table a DML binlog of ``schema_version`` writes ``table_id``'s rows with: decoded
-        as it was at that version (``table_at``), named and cut to the table as the downstream
-        has it: the version of the last job ``shown`` for it.
+        """The table to decode and write the rows of ``table_id`` in a DML binlog of
+        ``schema_version`` with: the version TiDB wrote them with, as the downstream has the
+        table (the version of the last job ``shown`` for it; ``TrackedTable.written_as``).
 
-        Binlogs are translated in commit order and TiDB's commit order does not follow its
-        schema versions at a DDL, both ways:
+        A binlog's schema version is its transaction's start, and binlogs are translated in
+        commit order, which does not follow the versions at a DDL:
 
         * TiDB's metadata lock lets a transaction that started before a DDL commit after the
           DDL's binlog (a *late* transaction), its rows in the table of its start; the
           downstream has run the DDL, so a column or the table renamed meanwhile (CHANGE
           COLUMN, RENAME TABLE) is written under its new name;
+        * a table the transaction first touches after a DDL changed it is written with the
+          table as it is then: rows of a table created (or truncated: a new id) after the
+          transaction began are read with its first version, and a column added meanwhile is
+          read when a row holds it;
         * a multi-schema change (``ALTER TABLE t ADD COLUMN a ..., ADD INDEX ...``) makes its
           columns public at its final version a step before the job is done and its binlog
           written: rows of that version come *first*, while the downstream has not got the
@@ -201,7 +222,7 @@ class SchemaTracker:
             the transaction commits at 101, its binlog at version 43
             rows_table(t, 43) -> t(id, a, c): INSERT INTO t (id, a, c) VALUES (2, 2, 'two')
         """
-        then, table = self._entry_at(table_id, schema_version)
+        then, table = self._entry_for_rows(table_id, schema_version)
         shown = self._shown.get(table_id)
         if shown is None or shown == then:
             return table
@@ -212,13 +233,23 @@ class SchemaTracker:
         if down is table:
             return table
         key = (table_id, then, now)
-        view = self._named.get(key)
+        view = self._written.get(key)
         if view is None:
             try:
-                view = self._named[key] = table.named_as(down)
+                view = self._written[key] = table.written_as(down)
             except ValueError as e:
                 raise SchemaError(f"table id {table_id} at version {then} as of {now}: {e}") from e
         return view
+
+    def _entry_for_rows(self, table_id: int, schema_version: int) -> tuple[int, TrackedTable]:
+        """``_entry_at``; for a table created after ``schema_version``, its first version."""
+        try:
+            return self._entry_at(table_id, schema_version)
+        except UnknownTable:
+            versions = self._versions.get(table_id)
+            if not versions or versions[0][0] <= schema_version or versions[0][1] is None:
+                raise
+            return versions[0][0], versions[0][1]
 
     def _entry_at(self, table_id: int, schema_version: int) -> tuple[int, TrackedTable]:
         versions = self._versions.get(table_id)
@@ -254,20 +285,21 @@ class SchemaTracker:
                 "skipping DDL job %d: state %d, version %d", job.id, job.state, job.schema_version
             )
             return None
-        if job.schema_version <= self.version:
+        if job.schema_version <= self._job_version:
             raise SchemaError(
-                f"DDL job {job.id} (schema version {job.schema_version}) arrived after the"
-                f" schema reached version {self.version}"
+                f"DDL job {job.id} (schema version {job.schema_version}) arrived after a job"
+                f" of version {self._job_version}"
             )
         result = None
         self._putting = []
         if job.type not in NOT_REPLICATED and job.table_id <= MAX_GLOBAL_ID:
             result = self._handler(job.type)(job)
         self._applied[job.id] = result
+        self._job_version = job.schema_version
         self._changed[job.id] = tuple(self._putting)
         if shown:
             self._show(job)
-        self.version = job.schema_version
+        self.version = max(self.version, job.schema_version)
         log.info(
             "applied DDL job %d (type %d) at schema version %d", job.id, job.type, self.version
         )

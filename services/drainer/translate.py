@@ -176,7 +176,8 @@ async def _dml_txn(
             where = f"binlog at commit ts {ts}: table id {mut.table_id}"
             raise type(e)(f"{where}: {e}", retriable=e.retriable) from e
         try:
-            rows.extend(_mutation_rows(mut, table, tz))
+            decoded = _mutation_rows(mut, table, tz)
+            rows.extend(_narrowed(decoded, table) if table.partial else decoded)
         except CodecError as e:
             what = f"table {table.sink.qualified} (id {table.id})"
             raise UndecodableBinlog(f"binlog at commit ts {ts}: {what}: {e}") from e
@@ -184,6 +185,17 @@ async def _dml_txn(
         return Txn(ts, item.start_ts, rows=tuple(rows), schema_version=pv.schema_version)
     except ValueError as e:
         raise UndecodableBinlog(f"binlog at commit ts {ts}: {e}") from e
+
+
+def _narrowed(rows: list[RowChange], table: TrackedTable) -> list[RowChange]:
+    """Rows of a ``partial`` table, each with the table cut to the columns it holds."""
+    width = len(table.sink.columns)
+    return [
+        r
+        if len(r.values) == width
+        else RowChange.decoded(r.kind, table.narrowed(r.values), r.values, r.old_values)
+        for r in rows
+    ]
 
 
 def _mutation_rows(mut: TableMutationView, table: TrackedTable, tz: dt.tzinfo) -> list[RowChange]:
