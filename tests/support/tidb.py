@@ -294,11 +294,22 @@ class TidbPipeline:
             if binlog.start_ts > since:
                 return
 
-    async def caught_up(self, within: float = 120.0) -> int:
-        """Wait until the downstream holds every transaction TiDB committed so far; that ts."""
+    async def caught_up(self, within: float = 90.0) -> int:
+        """Wait until the downstream holds every transaction TiDB committed so far; that ts.
+        A drainer that exits fails the wait at once, with the end of its log."""
         ts = await self.tidb.current_ts()
         d = self.downstream
-        await caught_up(d.host, d.port, d.user, d.password, ts, within=within)
+        waiting = asyncio.create_task(
+            caught_up(d.host, d.port, d.user, d.password, ts, within=within), name="caught-up"
+        )
+        while not waiting.done():
+            if not self.drainer.running:
+                waiting.cancel()
+                await asyncio.gather(waiting, return_exceptions=True)
+                tail = self.drainer.log_path.read_text(errors="replace")[-4000:]
+                raise AssertionError(f"the drainer exited; its log ends:\n{tail}")
+            await asyncio.wait({waiting}, timeout=0.5)
+        await waiting
         return ts
 
 
