@@ -126,7 +126,9 @@ class Collector:
 
     async def _ask(self, node: NodeStatus, wanted: dict[str, str]) -> NodeAnswer:
         answer = NodeAnswer()
-        if not node.is_alive or node.state.value == "offline":
+        # by state, not isAlive: a paused or offline node has stopped serving; tidb-binlog's
+        # running pumps and drainers record isAlive false (node.NewStatus leaves it unset)
+        if node.state.value in ("paused", "offline"):
             return answer
         try:
             base = f"{'https' if self._tls else 'http'}://{http_address(node)}"
