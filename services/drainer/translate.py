@@ -7,10 +7,11 @@
   job, the DeleteOnly step of DROP COLUMN, sequence ``select setval`` and jobs that change
   nothing replicated give a checkpoint-only Txn.
 * A DML binlog: every ``TableMutation`` of the PrewriteValue, rows in ``sequence`` order,
-  decoded with the table as it was at the PrewriteValue's schema version (catching up first
-  when the history has jobs the tracker has not seen up to it) and named as the table is now
-  (a late transaction, committed after a DDL that renamed a column or the table, writes under
-  the new names: ``SchemaTracker.rows_table``). Rows of truncated tables are
+  decoded with the table TiDB wrote them with (the one at the PrewriteValue's schema version,
+  catching up first when the history has jobs the tracker has not seen up to it) and written
+  as the downstream has the table then (``SchemaTracker.rows_table``: a late transaction after
+  a rename writes under the new names; a table first written after a DDL, as the DDL left
+  it). Rows of truncated tables are
   dropped; column ids the table did not have at that version (a column being added, the hidden
   ``_tidb_rowid``) are left out.
 
