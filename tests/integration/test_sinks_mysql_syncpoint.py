@@ -12,9 +12,7 @@ and the store works after it. On TiDB, ``secondary_ts`` is the transaction's
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 import asyncmy
 import pytest
 
-from tests.support.gotools import go_tool
-from tests.support.net import free_port
+from tests.support.tidb import running_tidb
 from tributary.sinks import WriteRefused
 from tributary.sinks.schemes import open_sync_point_store
 from tributary.sinks.syncpoints import SyncPointOptions
@@ -128,57 +125,11 @@ async def test_mariadb_table_rows_retention_and_gate(mariadb_instance: InstanceF
         pass
 
 
-def _tidb_config(base: Path, port: int, status: int) -> str:
-    return f"""\
-store = "unistore"
-path = "{base / "data"}"
-host = "127.0.0.1"
-port = {port}
-socket = "{base / "tidb.sock"}"
-temp-dir = "{base / "tmp"}"
-[log.file]
-filename = "{base / "tidb.log"}"
-[status]
-status-host = "127.0.0.1"
-status-port = {status}
-report-status = true
-[performance]
-run-auto-analyze = false
-"""
-
-
 @pytest.fixture
 def tidb_port(tmp_path: Path) -> Iterator[int]:
-    """A standalone tidb-server (its embedded store), its SQL port."""
-    port, status = free_port(), free_port()
-    config = tmp_path / "tidb.toml"
-    config.write_text(_tidb_config(tmp_path, port, status))
-    with open(tmp_path / "tidb.out", "ab") as out:
-        proc = subprocess.Popen(
-            [str(go_tool("tidbserver")), f"--config={config}"],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=tmp_path,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, (tmp_path / "tidb.out").read_text()[-2000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{status}/status", timeout=1):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "tidb-server did not start in 60 s"
-                time.sleep(0.2)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """A standalone tidb-server (its embedded store, binlog off), its SQL port."""
+    with running_tidb(tmp_path / "tidb") as tidb:
+        yield tidb.port
 
 
 async def test_tidb_records_its_current_ts_and_sets_the_external_ts(tidb_port: int) -> None:

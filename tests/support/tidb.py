@@ -1,4 +1,5 @@
-"""A real tidb-server writing its binlogs through our pumps, and the pipeline around it.
+"""A real tidb-server: writing its binlogs through our pumps (and the pipeline around it), or
+as a downstream with binlog off (``running_tidb``).
 
 ``tidb-server`` is TiDB's own binary (tests/go/tidbserver, built by ``make deps``; looked up
 here, never built). It runs standalone on its embedded store (``store = "unistore"``), whose
@@ -8,6 +9,10 @@ relays etcd's API, where TiDB's pump client lists and watches our pumps). TiDB s
 client up before it opens its store: the pumps are online in etcd before TiDB starts, else it
 exits with "no pump found". Its timestamps come from its own oracle (the machine's clock, as our
 TSO's), not from our TSO.
+
+``running_tidb`` starts one with binlog off, its embedded store's data in a directory of its
+own (the drainer's ``db-type = "tidb"`` target, a changefeed's ``tidb://``), optionally with
+``[performance]`` limits lowered (``txn-total-size-limit``, ``txn-entry-size-limit``).
 
 ``running_tidb_pipeline`` starts, in this order: etcd, two pumps (processes: a test may SIGKILL
 one and start it again at its address), a binlog-tso, tidb-server, a MariaDB downstream and a
@@ -25,7 +30,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,12 +69,35 @@ PUMP_ENV = {
 }
 
 
-def tidb_config(base: Path, pd_addr: str, port: int, status_port: int) -> str:
-    """tidb-server's TOML: the embedded store, binlog on (range strategy) into the pumps that
-    the PD endpoint ``pd_addr`` (a bare ``host:port``) lists, files under ``base``."""
+def tidb_config(
+    base: Path,
+    port: int,
+    status_port: int,
+    *,
+    pd_addr: str | None = None,
+    performance: Mapping[str, int] | None = None,
+) -> str:
+    """tidb-server's TOML: the embedded store, files under ``base``. With ``pd_addr`` (a bare
+    ``host:port`` of a PD endpoint) binlog is on (range strategy) into the pumps it lists, and
+    ``path`` is that endpoint; without it binlog is off and the store keeps its data in
+    ``base/data``. ``performance``: extra ``[performance]`` keys, such as
+    ``txn-total-size-limit`` or ``txn-entry-size-limit`` (bytes)."""
+    path = pd_addr if pd_addr is not None else str(base / "data")
+    extra = "".join(f"{key} = {value}\n" for key, value in (performance or {}).items())
+    binlog = (
+        """
+[binlog]
+enable = true
+strategy = "range"
+write-timeout = "15s"
+ignore-error = false
+"""
+        if pd_addr is not None
+        else ""
+    )
     return f"""\
 store = "unistore"
-path = "{pd_addr}"
+path = "{path}"
 host = "127.0.0.1"
 port = {port}
 socket = "{base / "tidb.sock"}"
@@ -89,25 +117,26 @@ report-status = true
 
 [performance]
 run-auto-analyze = false
-
-[binlog]
-enable = true
-strategy = "range"
-write-timeout = "15s"
-ignore-error = false
-"""
+{extra}{binlog}"""
 
 
 @dataclass
 class TidbServer:
-    """One tidb-server process on loopback ports; ``start`` waits until it serves SQL."""
+    """One tidb-server process on loopback ports; ``start`` waits until it serves SQL.
+
+    With ``pd_addr`` it writes binlogs into the pumps that PD endpoint lists (an upstream);
+    without, binlog is off (a downstream). ``performance``: extra ``[performance]`` keys."""
 
     base: Path
-    pd_addr: str
+    pd_addr: str | None = None
+    performance: Mapping[str, int] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     status_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     startup_seconds: float = 0.0
+    host: str = "127.0.0.1"
+    user: str = "root"
+    password: str = ""
 
     @property
     def status_url(self) -> str:
@@ -118,14 +147,22 @@ class TidbServer:
         return self.base / "tidb.log"
 
     def dsn(self, database: str = "") -> str:
-        return f"mysql://root:@127.0.0.1:{self.port}/{database}"
+        return f"mysql://{self.user}:{self.password}@{self.host}:{self.port}/{database}"
 
     def start(self) -> float:
         """Start tidb-server and wait until it answers SQL; the seconds it took."""
         began = time.monotonic()
         self.base.mkdir(parents=True, exist_ok=True)
         config = self.base / "tidb.toml"
-        config.write_text(tidb_config(self.base, self.pd_addr, self.port, self.status_port))
+        config.write_text(
+            tidb_config(
+                self.base,
+                self.port,
+                self.status_port,
+                pd_addr=self.pd_addr,
+                performance=self.performance,
+            )
+        )
         with open(self.base / "tidb.out", "ab") as out:
             self.proc = subprocess.Popen(
                 [str(go_tool("tidbserver")), f"--config={config}"],
@@ -195,6 +232,18 @@ class TidbServer:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+@contextmanager
+def running_tidb(base: Path, performance: Mapping[str, int] | None = None) -> Iterator[TidbServer]:
+    """A standalone tidb-server with binlog off (a downstream), its data under ``base``;
+    stopped on exit. ``performance``: extra ``[performance]`` keys (``tidb_config``)."""
+    tidb = TidbServer(base, performance=dict(performance or {}))
+    try:
+        tidb.start()
+        yield tidb
+    finally:
+        tidb.stop()
 
 
 @dataclass
