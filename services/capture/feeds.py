@@ -39,7 +39,8 @@ from tributary.cdc.model import (
 )
 from tributary.cdc.spans import DDL_SPAN, WHOLE_SPAN, TableAssign, TableProgress, table_span
 from tributary.coord.kv import Kv
-from tributary.sinks.schemes import OPENERS, BadSinkUrl, scheme_of
+from tributary.sinks.port import SinkError
+from tributary.sinks.schemes import OPENERS, BadSinkUrl, check_options, scheme_of
 from tributary.sinks.syncpoints import SYNC_POINT_SCHEMES
 from tributary.sinks.urls import redact
 from tributary.wire.ts import from_seconds
@@ -82,6 +83,10 @@ def check_sink(uri: str) -> None:
     if scheme not in OPENERS:
         known = ", ".join(f"{s}://" for s in sorted(OPENERS))
         raise BadRequest(f"unknown sink {redact(uri)!r}: the known schemes are {known}")
+    try:
+        check_options(uri)  # a storage sink's parameters
+    except SinkError as e:
+        raise BadRequest(str(e)) from e
 
 
 def check_config(config: ReplicaConfig) -> None:
@@ -96,7 +101,7 @@ def check_sync_points(uri: str, config: ReplicaConfig) -> None:
     if config.enable_sync_point and scheme_of(uri) not in SYNC_POINT_SCHEMES:
         raise BadRequest(
             f"config.enable-sync-point: sync points are written into a MySQL, MariaDB or TiDB "
-            f"downstream (mysql://), not into {redact(uri)!r}"
+            f"downstream (mysql:// or tidb://), not into {redact(uri)!r}"
         )
 
 

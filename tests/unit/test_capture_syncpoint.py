@@ -295,6 +295,7 @@ async def test_the_ddl_holder_writes_only_once_the_other_span_is_at_the_point() 
 
 def test_sync_points_need_a_sql_sink() -> None:
     check_sync_points("mysql://root@h:3306/", SYNC)
+    check_sync_points("tidb://root@h:4000/", SYNC)
     check_sync_points("kafka://k:9092/t?protocol=canal-json", ReplicaConfig())
     with pytest.raises(BadRequest, match=r"enable-sync-point: .* not into 'kafka://k:9092/t"):
         check_sync_points("kafka://k:9092/t?protocol=canal-json", SYNC)

@@ -29,6 +29,7 @@ def test_redact_hides_only_the_password() -> None:
 def test_known_schemes() -> None:
     assert set(OPENERS) == {"sqlite", "blackhole", "print", "file", "mysql", "pump", "kafka"}
     assert scheme_of("SQLite:///x.db") == "sqlite"
+    assert scheme_of("tidb://root@127.0.0.1:4000/") == "mysql"  # TiCDC's name, the same sink
 
 
 async def test_unknown_scheme_lists_the_known_ones() -> None:

@@ -5,9 +5,13 @@
 * ``blackhole://``: counts and drops.
 * ``print://``: one line per row change and DDL on stdout.
 * ``mysql://USER:PASSWORD@HOST:PORT/?consistent=true&worker-count=16``: MySQL, MariaDB or
-  TiDB (``sinks.mysql`` lists the options).
+  TiDB (``sinks.mysql`` lists the options). ``tidb://`` is another name for it, as in TiCDC's
+  sink URLs (``scheme_of`` answers ``mysql``): the sink finds TiDB by its version either way
+  (``sinks.mysql.tidb``).
 * ``file:///DIR?segment-size=512MiB&retention-time=7``: tidb-binlog's binlog files of
   ``pb_binlog`` records, readable by ``reparo`` (``sinks.file``).
+* ``file:///DIR?protocol=csv&flush-interval=5s&file-size=64MiB``: TiCDC's storage sink, CSV
+  or ``canal-json`` files in TiCDC's layout (``sinks.storage``): a ``protocol`` decides.
 * ``kafka://HOST:PORT[,HOST:PORT]/[TOPIC]?kafka-max-message-size=1GiB``: tidb-binlog's secondary
   binlog, one message per transaction, topic ``<cluster-id>_obinlog`` by default (``sinks.kafka``).
 * ``pump://ETCD_HOST:PORT[,HOST:PORT]/?name=X&cluster-id=N``: binlogs into a pump cluster, as
@@ -38,15 +42,21 @@ from tributary.sinks.mysql.syncpoint import MysqlSyncPointStore
 from tributary.sinks.port import Sink, SinkError, SinkOptions
 from tributary.sinks.print import sink as printer
 from tributary.sinks.sqlite import sink as sqlite
+from tributary.sinks.storage import is_storage_url
+from tributary.sinks.storage.settings import parse_url as storage_url
 from tributary.sinks.syncpoints import SYNC_POINT_SCHEMES, SyncPointOptions, SyncPointStore
 from tributary.sinks.urls import redact
 
 Opener = Callable[[SplitResult, SinkOptions], Awaitable[Sink]]
 
-__all__ = ["OPENERS", "open_sink", "open_sync_point_store", "scheme_of"]
+__all__ = ["OPENERS", "check_options", "open_sink", "open_sync_point_store", "scheme_of"]
 
 
 async def _file(url: SplitResult, options: SinkOptions) -> Sink:
+    if is_storage_url(url):
+        from tributary.sinks.storage import sink as storage
+
+        return await storage.open_url(url, options)
     from tributary.sinks.file import sink
 
     return await sink.open_url(url, options)
@@ -57,6 +67,9 @@ async def _pump(url: SplitResult, options: SinkOptions) -> Sink:
 
     return await sink.open_url(url, options)
 
+
+# other names of a scheme: what scheme_of answers for them
+ALIASES = {"tidb": "mysql"}
 
 OPENERS: dict[str, Opener] = {
     "sqlite": sqlite.open_url,
@@ -81,16 +94,30 @@ def _split(url: str) -> SplitResult:
         raise BadSinkUrl(f"the sink URL is not a valid URL: {e}") from e
 
 
+def _scheme(parts: SplitResult) -> str:
+    scheme = parts.scheme.lower()
+    return ALIASES.get(scheme, scheme)
+
+
 def scheme_of(url: str) -> str:
-    """The scheme of ``url``, lower case; BadSinkUrl when it is not a URL."""
-    return _split(url).scheme.lower()
+    """The scheme of ``url``, lower case, an alias as the scheme it names (``tidb`` is
+    ``mysql``); BadSinkUrl when it is not a URL."""
+    return _scheme(_split(url))
+
+
+def check_options(url: str) -> None:
+    """The options of a sink URL that can be checked without opening the sink (a storage
+    sink's: ``file://...?protocol=``); a SinkError naming the problem."""
+    parts = _split(url)
+    if parts.scheme.lower() == "file" and is_storage_url(parts):
+        storage_url(parts)
 
 
 @asynccontextmanager
 async def open_sink(url: str, options: SinkOptions) -> AsyncIterator[Sink]:
     """Open the sink ``url`` names; unknown schemes are a SinkError listing the known ones."""
     parts = _split(url)
-    opener = OPENERS.get(parts.scheme.lower())
+    opener = OPENERS.get(_scheme(parts))
     if opener is None:
         known = ", ".join(f"{s}://" for s in sorted(OPENERS))
         raise SinkError(f"unknown sink {redact(url)!r}: the known schemes are {known}")
@@ -108,7 +135,7 @@ async def open_sync_point_store(
     """The sync point store of the sink ``url`` (its table created if missing), closed on
     exit; a SinkError (not retriable) for a sink without one."""
     parts = _split(url)
-    if parts.scheme.lower() not in SYNC_POINT_SCHEMES:
+    if _scheme(parts) not in SYNC_POINT_SCHEMES:
         raise SinkError(f"sink {redact(url)!r} has no sync point table", retriable=False)
     config = mysql_url(parts, SinkOptions(0))
     store = await MysqlSyncPointStore.open(
