@@ -8,29 +8,34 @@ commit ts; safe mode turns duplicate inserts into replaces.
 Persistent sinks keep checkpoint and rows across a reopen. The batches here have no DDL next to
 rows, which a MySQL downstream could not roll back.
 
-The implementations: ``sqlite://`` (a file), ``mysql://`` (a real MariaDB), ``file://`` (binlog
-files in a directory), ``pump://`` (a real pump and etcd, in this event loop), ``print://``
-(stdout) and ``blackhole://``. Where they differ the harness says so: only the SQL sinks can be
-read back and refuse a duplicate key (the file and pump sinks append what they are given, as
-tidb-binlog's do); the file sink keeps its checkpoint in its directory and the pump sink in
-etcd, so both are persistent; print and blackhole keep theirs in memory.
+The implementations: ``sqlite://`` (a file), ``mysql://`` (a real MariaDB), ``tidb://`` (the
+MySQL sink on a real tidb-server, binlog off, one per module: its optimistic transactions check
+unique keys only at COMMIT), ``file://`` (binlog files in a directory), ``pump://`` (a real
+pump and etcd, in this event loop), ``print://`` (stdout) and ``blackhole://``. Where they
+differ the harness says so: only the SQL sinks can be read back and refuse a duplicate key
+(the file and pump sinks append what they are given, as tidb-binlog's do); the file sink keeps
+its checkpoint in its directory and the pump sink in etcd, so both are persistent; print and
+blackhole keep theirs in memory.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import asyncmy
 import pytest
 
 from tests.support.etcd import EtcdProcess
 from tests.support.pump import pump_config, running_pump
+from tests.support.tidb import TidbServer, running_tidb
 from tributary.change import Ddl, RowChange, TableInfo, Txn
 from tributary.sinks import Sink, SinkError, SinkOptions
 from tributary.sinks.mysql.sink import open_url as open_mysql
@@ -142,6 +147,43 @@ def _mysql(tmp_path: Path, request: pytest.FixtureRequest) -> Harness:
     return Harness(open_, read)
 
 
+@pytest.fixture(scope="module")
+def tidb_downstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TidbServer]:
+    """One tidb-server (binlog off) for the module's ``tidb`` cases."""
+    with running_tidb(tmp_path_factory.mktemp("tidb")) as tidb:
+        yield tidb
+
+
+_tidb_cases = itertools.count()
+
+
+async def _tidb_sql(tidb: TidbServer, sql: str) -> list[tuple[Any, ...]]:
+    conn = await asyncmy.connect(host=tidb.host, port=tidb.port, user=tidb.user, autocommit=True)
+    try:
+        async with conn.cursor() as cur:
+            await cur.execute(sql)
+            return [tuple(r) for r in await cur.fetchall()]
+    finally:
+        conn.close()
+
+
+async def _tidb(tmp_path: Path, request: pytest.FixtureRequest, stack: AsyncExitStack) -> Harness:
+    """The module's tidb-server through ``tidb://``; the checkpoint in a schema of the case's
+    own, ``shop`` dropped before and after."""
+    tidb: TidbServer = request.getfixturevalue("tidb_downstream")
+    await _tidb_sql(tidb, "DROP DATABASE IF EXISTS shop")
+    stack.push_async_callback(_tidb_sql, tidb, "DROP DATABASE IF EXISTS shop")
+    url = f"tidb://root@{tidb.host}:{tidb.port}/?checkpoint-schema=cp{next(_tidb_cases)}"
+
+    def open_(safe_mode: bool = False) -> AbstractAsyncContextManager[Sink]:
+        return open_sink(url, SinkOptions(cluster_id=42, safe_mode=safe_mode))
+
+    async def read(schema: str, table: str) -> list[tuple[Any, ...]]:
+        return await _tidb_sql(tidb, f"SELECT * FROM `{schema}`.`{table}` ORDER BY 1")
+
+    return Harness(open_, read)
+
+
 HARNESSES: dict[str, Callable[..., Harness]] = {
     "sqlite": _sqlite,
     "blackhole": _blackhole,
@@ -149,9 +191,10 @@ HARNESSES: dict[str, Callable[..., Harness]] = {
     "file": _file,
     "mysql": _mysql,
 }
-RUNNING = {"pump": _pump}  # harnesses that run servers of their own for the test
-READABLE = ["sqlite", "mysql"]  # rows read back; a duplicate key fails the batch
-PERSISTENT = ["sqlite", "mysql", "file", "pump"]  # the checkpoint survives a reopen
+# harnesses set up in the test's event loop (a pump of the test's own, TiDB's databases)
+RUNNING = {"pump": _pump, "tidb": _tidb}
+READABLE = ["sqlite", "mysql", "tidb"]  # rows read back; a duplicate key fails the batch
+PERSISTENT = ["sqlite", "mysql", "tidb", "file", "pump"]  # the checkpoint survives a reopen
 WITH_REQUEST = {"mysql"}  # harnesses that take fixtures of their own through the request
 
 

@@ -6,7 +6,8 @@ Invariant: ``apply_stretch`` commits the stretch's rows and its checkpoint row t
 neither; every error leaves as a ``SinkError``, retriable by error code, and a non-retriable
 one names the commit ts of the transaction that failed (found by replaying the stretch one
 transaction at a time, uncompacted, in a transaction that is rolled back), or the stretch's
-commit ts range when no single transaction fails on its own.
+commit ts range when no single transaction fails on its own. A transaction the downstream
+refuses for its size is a ``TxnTooLarge``, which the caller splits (``sinks.mysql.split``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tributary.sinks.mysql.conn import (
     DRIVER_ERRORS,
     IGNORABLE_DDL_CODES,
     LOCK_CODES,
+    TOO_LARGE_CODES,
     Session,
     error_code,
     is_retriable,
@@ -34,13 +36,24 @@ from tributary.sinks.mysql.ddlmark import (
     shapes_of,
     unnamed_indexes,
 )
-from tributary.sinks.mysql.statements import compacted_statements, mysql_ddl, plain_statements
+from tributary.sinks.mysql.statements import (
+    MAX_BYTES,
+    MAX_ROWS,
+    compacted_statements,
+    mysql_ddl,
+    plain_statements,
+)
 from tributary.sinks.port import SinkError
 from tributary.sql import Statement
 
 log = logging.getLogger(__name__)
 
 Group = tuple[int, list[Statement]]  # an upstream commit ts and its statements
+
+
+class TxnTooLarge(SinkError):
+    """The downstream refused a transaction for its size (TiDB's ``txn-total-size-limit``),
+    nothing of it committed: smaller transactions may pass, the same one never does."""
 
 
 def span(first: int, last: int) -> str:
@@ -64,7 +77,7 @@ def groups_of(items: Sequence[tuple[int, RowChange]], *, safe: bool) -> list[Gro
 async def locate(conn: Session, groups: Sequence[Group]) -> int | None:
     """The commit ts of the first group failing with a non-retriable error, all rolled back."""
     try:
-        await conn.begin()
+        await conn.begin(checked=True)  # a duplicate key fails its statement, even on TiDB
         for ts, stmts in groups:
             try:
                 await conn.run(stmts)
@@ -95,6 +108,8 @@ async def run_transaction(
         if is_retriable(e):
             raise sink_error(f"{span(*ts)} interrupted", e) from e
         await conn.rollback_quietly()
+        if error_code(e) in TOO_LARGE_CODES:
+            raise TxnTooLarge(f"mysql sink: {span(*ts)} too large for one transaction: {e}") from e
         culprit = await locate(conn, groups())
         where = span(culprit, culprit) if culprit is not None else span(*ts)
         raise SinkError(f"mysql sink: {where} failed: {e}") from e
@@ -106,11 +121,15 @@ def stretch_statements(
     safe: bool,
     late: Collection[tuple[str, str]],
     ts: tuple[int, int],
+    max_rows: int = MAX_ROWS,
+    max_bytes: int = MAX_BYTES,
 ) -> list[Statement]:
-    """The compacted statements of ``changes`` (``late`` tables in upstream order), or a
-    SinkError naming the transactions (commit ts range ``ts``) whose rows cannot be written."""
+    """The compacted statements of ``changes`` (``late`` tables in upstream order), multi-row
+    ones cut at ``max_rows`` rows or about ``max_bytes``, or a SinkError naming the transactions
+    (commit ts range ``ts``) whose rows cannot be written."""
     try:
-        return compacted_statements(compact(changes, safe=safe, in_order=late), safe=safe)
+        compacted = compact(changes, safe=safe, in_order=late)
+        return compacted_statements(compacted, safe=safe, max_rows=max_rows, max_bytes=max_bytes)
     except ValueError as e:
         raise SinkError(f"mysql sink: {span(*ts)}: cannot build the statements: {e}") from e
 

@@ -3,12 +3,15 @@
 Every connection is set up the same way: utf8mb4, the configured session ``time_zone`` (the
 zone TIMESTAMP values arrive formatted in), ``NO_BACKSLASH_ESCAPES`` cleared from the session
 ``sql_mode`` (the driver escapes with backslashes), ``foreign_key_checks=0`` (the upstream
-checked them; the sink reorders across tables), bytes sent as ``_binary'...'`` literals.
+checked them; the sink reorders across tables), bytes sent as ``_binary'...'`` literals; on
+TiDB also the session variables of ``sinks.mysql.tidb`` (optimistic transactions ...).
 
 Errors are classified by MySQL error code, never by message text: lost or refused connections,
-deadlocks, lock wait timeouts, a server shutting down or read-only are worth a reconnect and a
-retry (``is_retriable``); the "already exists / does not exist" codes of a replayed DDL are
-ignored as tidb-binlog's loader ignores them (``IGNORABLE_DDL_CODES``).
+deadlocks, lock wait timeouts, a server shutting down or read-only, TiDB's write conflicts
+and timeouts are worth a reconnect and a retry (``is_retriable``); a transaction TiDB refuses
+for its size is ``TOO_LARGE_CODES``, split by the caller; the "already exists / does not
+exist" codes of a replayed DDL are ignored as tidb-binlog's loader ignores them
+(``IGNORABLE_DDL_CODES``).
 
 Invariant: a connection that saw a retriable error, or whose task was cancelled mid-statement,
 is never used again: ``Downstream.drop`` closes it and the next ``get`` opens a fresh one.
@@ -30,32 +33,40 @@ from asyncmy.connection import Connection
 from asyncmy.errors import InterfaceError, MySQLError
 
 from tributary.change import SqlValue
+from tributary.sinks.mysql import tidb
 from tributary.sinks.port import SinkError, WriteGate
 from tributary.sql import Statement
 
 log = logging.getLogger(__name__)
 
-RETRIABLE_CODES = frozenset(
-    {
-        1040,  # too many connections
-        1053,  # server shutdown in progress
-        1158,  # network read error
-        1159,  # network read timeout
-        1160,  # network write error
-        1161,  # network write timeout
-        1205,  # lock wait timeout
-        1213,  # deadlock
-        1290,  # --read-only (a failover in progress)
-        1927,  # connection killed (MariaDB, e.g. at shutdown)
-        2003,  # cannot connect
-        2006,  # server has gone away
-        2013,  # lost connection during query
-        2055,  # lost connection at a system call
-    }
+RETRIABLE_CODES = (
+    frozenset(
+        {
+            1040,  # too many connections
+            1053,  # server shutdown in progress
+            1158,  # network read error
+            1159,  # network read timeout
+            1160,  # network write error
+            1161,  # network write timeout
+            1205,  # lock wait timeout
+            1213,  # deadlock
+            1290,  # --read-only (a failover in progress)
+            1927,  # connection killed (MariaDB, e.g. at shutdown)
+            2003,  # cannot connect
+            2006,  # server has gone away
+            2013,  # lost connection during query
+            2055,  # lost connection at a system call
+        }
+    )
+    | tidb.RETRIABLE_CODES
 )
-# A lock conflict with another transaction: only the transaction (1213) or the statement
-# (1205) was rolled back; the connection is fine and the transaction may simply run again.
-LOCK_CODES = frozenset({1205, 1213})
+# A lock conflict with another transaction: only the transaction (1213, TiDB's write conflicts)
+# or the statement (1205) was rolled back; the connection is fine and the transaction may simply
+# run again.
+LOCK_CODES = frozenset({1205, 1213}) | tidb.CONFLICT_CODES
+# The transaction is too large for the downstream (TiDB's txn-total-size-limit): smaller ones
+# are not. Not retriable as it is.
+TOO_LARGE_CODES = frozenset({tidb.TXN_TOO_LARGE})
 # tidb-binlog's loader ignores these when it runs a DDL (a DDL replayed after a crash between
 # the DDL and its checkpoint): database exists (1007), can't drop missing database (1008),
 # unknown database (1049), table exists (1050), unknown table (1051), unknown column (1054),
@@ -145,6 +156,7 @@ class Session:
         self._cur = conn.cursor()
         self._timing = timing or QueryTiming()
         self._gate = gate or Gate()
+        self.tidb = False  # the server is TiDB (``connect`` finds out)
 
     def allow_write(self) -> None:
         """Raise ``WriteRefused`` unless the gate lets a downstream write start now."""
@@ -193,9 +205,14 @@ class Session:
         if observe is not None:
             observe("commit", time.perf_counter() - start)
 
-    async def begin(self) -> None:
+    async def begin(self, *, checked: bool = False) -> None:
+        """BEGIN; ``checked``: unique keys are checked at each statement, not only at COMMIT
+        (TiDB's optimistic transactions defer them: ``sinks.mysql.tidb``)."""
         async with asyncio.timeout(self._timeout):
-            await self._conn.begin()
+            if checked and self.tidb:
+                await self._cur.execute(tidb.BEGIN_CHECKED)
+            else:
+                await self._conn.begin()
 
     async def commit(self) -> None:
         async with asyncio.timeout(self._timeout):
@@ -251,15 +268,29 @@ async def connect(
     session = Session(conn, p.read_timeout, timing, gate)
     try:
         await session.execute("SET SESSION time_zone = %s, foreign_key_checks = 0", (p.time_zone,))
-        [(sql_mode,)] = await session.query("SELECT @@SESSION.sql_mode")
+        [(sql_mode, version)] = await session.query("SELECT @@SESSION.sql_mode, VERSION()")
         modes = str(sql_mode or "").split(",")
         if "NO_BACKSLASH_ESCAPES" in modes:
             keep = ",".join(m for m in modes if m and m != "NO_BACKSLASH_ESCAPES")
             await session.execute("SET SESSION sql_mode = %s", (keep,))
+        if tidb.is_tidb(str(version)):
+            session.tidb = True
+            await _tidb_session(session)
     except BaseException:
         conn.close()
         raise
     return session
+
+
+async def _tidb_session(session: Session) -> None:
+    """The session variables of ``sinks.mysql.tidb``; one this TiDB does not have is skipped."""
+    for name, value in tidb.SESSION:
+        try:
+            await session.execute(f"SET SESSION {name} = %s", (value,))
+        except MySQLError as e:
+            if error_code(e) != tidb.UNKNOWN_SYSTEM_VARIABLE:
+                raise
+            log.info("the downstream TiDB has no %s: %s", name, e)
 
 
 class Downstream:

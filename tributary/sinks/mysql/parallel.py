@@ -18,9 +18,10 @@ sink applies a stretch again in safe mode after it failed part way) except on ta
 neither a primary nor a unique key, where a replayed INSERT adds the row twice (as in
 tidb-binlog). Use the consistent mode where that matters.
 
-A lock conflict between workers (gap locks, scans of keyless tables) rolls back one worker's
-transaction only; that worker runs it again, a few times, before giving up with a retriable
-error.
+A lock conflict between workers (gap locks, scans of keyless tables; on TiDB a write conflict
+at COMMIT) rolls back one worker's transaction only; that worker runs it again, a few times,
+before giving up with a retriable error. A worker's transaction the downstream refuses for its
+size (TiDB's ``txn-total-size-limit``: a few big rows) runs again as two halves.
 """
 
 from __future__ import annotations
@@ -33,9 +34,21 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from tributary.change import RowChange, Txn
 from tributary.sinks.compact import late_tables
-from tributary.sinks.mysql.apply import groups_of, run_transaction, stretch_statements
+from tributary.sinks.mysql.apply import (
+    TxnTooLarge,
+    groups_of,
+    run_transaction,
+    stretch_statements,
+)
 from tributary.sinks.mysql.causality import Causality, keys_of
-from tributary.sinks.mysql.conn import DRIVER_ERRORS, LOCK_CODES, Downstream, error_code, sink_error
+from tributary.sinks.mysql.conn import (
+    DRIVER_ERRORS,
+    LOCK_CODES,
+    Downstream,
+    Session,
+    error_code,
+    sink_error,
+)
 from tributary.sinks.port import SinkError
 
 log = logging.getLogger(__name__)
@@ -103,22 +116,37 @@ class ParallelApplier:
         except DRIVER_ERRORS as e:
             raise sink_error(f"worker {worker} cannot connect", e) from e
         for start in range(0, len(items), self._batch_size):
-            part = items[start : start + self._batch_size]
-            changes = [c for _, c in part]
-            ts = (part[0][0], part[-1][0])
-            stmts = stretch_statements(changes, safe=safe, late=late, ts=ts)
-            blame = functools.partial(groups_of, part, safe=safe)
-            for attempt in itertools.count():
-                try:
-                    await run_transaction(conn, stmts, blame, ts)
-                    break
-                except SinkError as e:
-                    # A lock conflict (often gap locks between workers) rolled back just this
-                    # transaction: run it again here, the other workers' work stands.
-                    if error_code(e.__cause__) not in LOCK_CODES or attempt >= LOCK_RETRIES:
-                        raise
-                    log.info("worker %d: %s; again", worker, e)
-                    await self._sleep(LOCK_BACKOFF * 2**attempt)
+            await self._run(worker, conn, items[start : start + self._batch_size], safe, late)
+
+    async def _run(
+        self, worker: int, conn: Session, part: list[Item], safe: bool, late: Late
+    ) -> None:
+        """``part`` in one downstream transaction; refused for its size, as two halves."""
+        changes = [c for _, c in part]
+        ts = (part[0][0], part[-1][0])
+        stmts = stretch_statements(changes, safe=safe, late=late, ts=ts)
+        blame = functools.partial(groups_of, part, safe=safe)
+        for attempt in itertools.count():
+            try:
+                await run_transaction(conn, stmts, blame, ts)
+                return
+            except TxnTooLarge as e:
+                if len(part) == 1:
+                    raise
+                half = len(part) // 2
+                log.warning(
+                    "worker %d: %s; as two, of %d and %d changes", worker, e, half, len(part) - half
+                )
+                await self._run(worker, conn, part[:half], safe, late)
+                await self._run(worker, conn, part[half:], safe, late)
+                return
+            except SinkError as e:
+                # A lock conflict (often gap locks between workers) rolled back just this
+                # transaction: run it again here, the other workers' work stands.
+                if error_code(e.__cause__) not in LOCK_CODES or attempt >= LOCK_RETRIES:
+                    raise
+                log.info("worker %d: %s; again", worker, e)
+                await self._sleep(LOCK_BACKOFF * 2**attempt)
 
 
 def _pick(group: BaseExceptionGroup[BaseException]) -> BaseException:

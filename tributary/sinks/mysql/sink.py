@@ -23,12 +23,22 @@ without a name, when an identical index is there.
 
 * consistent (default): each stretch is one downstream transaction with the checkpoint row, its
   rows compacted per primary key (``sinks.compact``). Invariant: the downstream holds exactly
-  the transactions up to the checkpoint, whatever fails or crashes.
+  the transactions up to the checkpoint, whatever fails or crashes; except while one upstream
+  transaction too large for a downstream one is applied in pieces, when the checkpoint row
+  says ``consistent: false`` (below).
 * parallel (``consistent=false``): stretches go through ``sinks.mysql.parallel`` (causality
   dispatch to ``worker-count`` connections); the checkpoint is saved on its own once every
   worker is done, with ``consistent: false`` until a clean close. Invariant: the checkpoint
   never passes an unapplied change; after a crash the downstream may hold part of the batch
   after it, which a replay in safe mode overwrites.
+
+TiDB (found by its version, behind ``mysql://`` or ``tidb://``): sessions run optimistic
+transactions and take explicit AUTO_RANDOM keys (``sinks.mysql.tidb``). A transaction TiDB
+refuses for its size (``txn-total-size-limit``) is split, not retried as it is: a stretch in two
+halves of whole upstream transactions, each with its checkpoint row, down to one transaction,
+which is applied in pieces (``sinks.mysql.split``); a parallel worker's transaction in halves.
+A checkpoint row read with ``consistent: false`` (such pieces, or a parallel stretch cut short)
+makes the next stretch run in safe mode.
 
 In both modes, the tables a late transaction writes (one whose schema version is below a
 version seen before it: TiDB's metadata lock lets it commit after a DDL it started before) are
@@ -61,11 +71,18 @@ from tributary.sinks.checkpoint import (
     checkpoint_save,
     checkpoint_setup,
 )
-from tributary.sinks.mysql.apply import DdlBook, apply_ddl, apply_stretch, save_alone
+from tributary.sinks.mysql.apply import (
+    DdlBook,
+    TxnTooLarge,
+    apply_ddl,
+    apply_stretch,
+    save_alone,
+)
 from tributary.sinks.mysql.config import MysqlConfig, parse_url
 from tributary.sinks.mysql.conn import DRIVER_ERRORS, Downstream, Session, sink_error
 from tributary.sinks.mysql.ddlmark import mark_forget_finished, mark_setup, mark_table
 from tributary.sinks.mysql.parallel import ParallelApplier
+from tributary.sinks.mysql.split import apply_in_pieces
 from tributary.sinks.port import (
     QueryTimer,
     SinkError,
@@ -120,7 +137,9 @@ class MysqlSink:
             ParallelApplier(self._down, 1, workers, config.batch_size, sleep) if workers else None
         )
         self._saved: CheckpointRecord | None = None
-        self._unfinished = False  # a parallel stretch failed part way: the downstream is ahead
+        # the downstream may be ahead of the checkpoint (a parallel stretch failed part way, a
+        # transaction applied in pieces, a checkpoint read saying consistent: false)
+        self._unfinished = False
         self._stale = False  # connections were dropped mid-batch: re-read the checkpoint
         self._lock = asyncio.Lock()
         self._closed = False
@@ -205,6 +224,8 @@ class MysqlSink:
         except DRIVER_ERRORS as e:
             raise sink_error("cannot read the checkpoint", e) from e
         self._saved = CheckpointRecord.from_json(str(rows[0][0])) if rows else None
+        if self._saved is not None and not self._saved.consistent:
+            self._unfinished = True  # the downstream may be ahead of it: replay in safe mode
         self._stale = False
 
     def _record(self, txns: Sequence[Txn], consistent: bool) -> CheckpointRecord:
@@ -245,8 +266,8 @@ class MysqlSink:
                 record = self._record(part, consistent=True)  # nothing after it is applied
                 await apply_ddl(conn, part[0], self._ddl, self._save(record), safe=self.safe_mode)
             elif self._parallel is None:
-                record = self._record(part, consistent=True)
-                await apply_stretch(conn, part, self._save(record), self.safe_mode, seen=seen)
+                await self._apply_rows(conn, part)
+                continue
             else:
                 replay = self._unfinished  # part of it may be there already: replace
                 self._unfinished = True
@@ -255,6 +276,42 @@ class MysqlSink:
                 await save_alone(conn, self._save(record))
                 self._unfinished = False
             self._saved = record
+
+    async def _apply_rows(self, conn: Session, part: Sequence[Txn]) -> None:
+        """Row transactions in one downstream transaction with their checkpoint row; refused
+        for its size, as two halves, and a single transaction in pieces (``sinks.mysql.split``).
+        After a checkpoint saying ``consistent: false``, in safe mode."""
+        seen = self._saved.schema_version if self._saved else 0
+        record = self._record(part, consistent=True)
+        safe = self.safe_mode or self._unfinished
+        try:
+            await apply_stretch(conn, part, self._save(record), safe, seen=seen)
+        except TxnTooLarge as e:
+            if len(part) == 1:
+                await self._apply_in_pieces(conn, part[0], e)
+                return
+            half = len(part) // 2
+            log.warning("%s; as two, of %d and %d transactions", e, half, len(part) - half)
+            await self._apply_rows(conn, part[:half])
+            await self._apply_rows(conn, part[half:])
+            return
+        self._saved, self._unfinished = record, False
+
+    async def _apply_in_pieces(self, conn: Session, txn: Txn, refusal: TxnTooLarge) -> None:
+        """One transaction too large alone: the checkpoint marked ``consistent: false`` (at
+        the commit ts before it), then the pieces, the real checkpoint with the last."""
+        before = self._saved
+        mark = CheckpointRecord(
+            before.commit_ts if before else txn.commit_ts - 1,
+            consistent=False,
+            schema_version=before.schema_version if before else 0,
+        )
+        await save_alone(conn, self._save(mark))
+        self._saved, self._unfinished = mark, True
+        record = self._record([txn], consistent=True)
+        pieces = await apply_in_pieces(conn, txn, self._save(record), seen=mark.schema_version)
+        log.warning("%s; applied in %d pieces", refusal, pieces)
+        self._saved, self._unfinished = record, False
 
     async def _connection(self) -> Session:
         try:

@@ -100,8 +100,7 @@ class MysqlSyncPointStore:
         store = cls(params, cluster_id, changefeed, retention)
         try:
             session = await store._connect()
-            [(version,)] = await session.query("SELECT VERSION()")
-            store.tidb = "TiDB" in str(version)
+            store.tidb = session.tidb
             await session.execute(CREATE_SCHEMA)
             await session.execute(CREATE_TABLE)
         except DRIVER_ERRORS as e:
