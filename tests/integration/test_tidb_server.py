@@ -277,6 +277,7 @@ DDL_STEPS = (
 )
 
 
+@pytest.mark.timeout(300)  # about 35 s alone; a cold run's busy cores made it 120 s and more
 async def test_ddl_while_writers_run(pipe: TidbPipeline) -> None:
     tidb = pipe.tidb
     async with tidb.connect() as conn, conn.cursor() as cur:
