@@ -15,6 +15,13 @@ drops every transaction at or below its own checkpoint (``sinks.pending``). Exam
 status says ts 100 @ ``bin.1:900``, the sink applied up to 130 before the old capture died;
 the new processor re-reads 110, 120, 130 (same ts), the sink drops them and applies 140 on.
 
+A pipelined sink (``tributary.sinks.Pipelined``: the storage sink, which writes files every
+``flush-interval``) takes batches with ``submit`` and makes them durable later; each batch then
+waits (``acks``) until the sink's checkpoint reaches it, and only then do the spans move past
+it, so the status never names a transaction the sink could still lose. While the reader has
+nothing new the processor looks at that checkpoint every ``ack_poll`` seconds; before a
+barrier, a sync point or the end at target ts it has the sink write everything (``flush``).
+
 Resolved ts: the source's resolved items (an idle upstream) move ``checkpoint_ts`` and
 ``position`` without a sink write; a resume from there is safe because no later transaction
 can get a ts at or below the marker's (``services.capture.source``).
@@ -80,10 +87,11 @@ import collections
 import hashlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, replace
 
+from services.capture.acks import Acks, Submitted
 from services.capture.eventfilter import EventFilter
 from services.capture.readahead import ReadAhead, txn_bytes
 from services.capture.rules import table_filter
@@ -95,7 +103,15 @@ from tributary.cdc.model import ChangeFeedInfo, ChangeFeedStatus, RunningError, 
 from tributary.cdc.spans import DDL_SPAN, WHOLE_SPAN
 from tributary.cdc.syncpoint import SECOND_NS, Schedule
 from tributary.change import Txn
-from tributary.sinks import GatesWrites, Sink, SinkError, SinkOptions, WriteGate, WriteRefused
+from tributary.sinks import (
+    GatesWrites,
+    Pipelined,
+    Sink,
+    SinkError,
+    SinkOptions,
+    WriteGate,
+    WriteRefused,
+)
 from tributary.sinks.syncpoints import SyncPointOptions, SyncPointStore
 
 log = logging.getLogger(__name__)
@@ -129,6 +145,7 @@ class ProcessorOptions:
     queue_txns: int = 1024  # transactions read ahead of the sink
     backoff_min: float = 0.5  # seconds before the first retry
     backoff_max: float = 10.0
+    ack_poll: float = 0.2  # seconds between looks at a pipelined sink's checkpoint when idle
 
 
 class Processor:
@@ -176,6 +193,9 @@ class Processor:
         self.applied_txns = 0
         self.applied_rows = 0
         self.errors = 0  # errors met since it started (each retried unless fatal)
+        self._pipelined: Pipelined | None = None  # the sink, when it is pipelined
+        self._acks = Acks()  # batches submitted to it and not durable yet
+        self._sink_checkpoint: Callable[[], Awaitable[int | None]] | None = None
 
     @property
     def checkpoint_ts(self) -> int:
@@ -228,11 +248,16 @@ class Processor:
         events = EventFilter(info.config.event_filters)
         self._safe_until = await self._source.current_position() if spread else None
         async with (
-            self._open_sink(info.sink_uri, SinkOptions(key, ddl_key=ddl_key)) as sink,
+            self._open_sink(
+                info.sink_uri, SinkOptions(key, ddl_key=ddl_key, cluster_name=self._cluster)
+            ) as sink,
             self._open_store() as store,
         ):
             if isinstance(sink, GatesWrites):
                 sink.write_gate = self._gate
+            self._pipelined = sink if isinstance(sink, Pipelined) else None
+            self._sink_checkpoint = sink.checkpoint
+            self._acks = Acks()  # a new sink: nothing submitted to it yet
             if store is not None:
                 store.write_gate = self._gate
             low = book.low()
@@ -303,7 +328,7 @@ class Processor:
         while True:
             batch: list[SourceItem] = []
             taken = 0
-            item = await queue.get()
+            item = await self._next(queue)
             while True:
                 if isinstance(item, BaseException):
                     raise item
@@ -313,11 +338,13 @@ class Processor:
                 ts = item.txn.commit_ts
                 if target and ts > target:
                     await self._commit(sink, batch)
+                    await self._settle()
                     await self._sync_points_before(store, target + 1, finishing=True)
                     self._finish(target)
                     return
                 if self._schedule is not None and ts > self._next_point:
                     await self._commit(sink, batch)
+                    await self._settle()
                     batch = []
                     await self._sync_points_before(store, ts)
                 if item.txn.start_ts in ignored:
@@ -326,6 +353,7 @@ class Processor:
                     item = replace(item, txn=events.apply(item.txn))
                 if self._is_barrier(item):
                     await self._commit(sink, batch)
+                    await self._settle()
                     batch = []
                     await self._barrier(sink, item)
                 else:
@@ -428,21 +456,64 @@ class Processor:
     async def _commit(self, sink: Sink, batch: list[SourceItem]) -> None:
         if not batch:
             return
-        book = self.book
-        txns = [book.keep(i.txn) for i in batch if not i.resolved]
+        txns = [self.book.keep(i.txn) for i in batch if not i.resolved]
         if txns:  # resolved markers move the checkpoint only: nothing to write downstream
             self._use_safe_mode(sink)
             self._allow_write(sink)
-            await sink.apply(txns)
+            if self._pipelined is not None:
+                await self._pipelined.submit(txns)
+            else:
+                await sink.apply(txns)
             self._applied_up_to(batch[-1].position)
-        book.advance(batch[-1].txn.commit_ts, batch[-1].position)
         self._last_position = batch[-1].position
-        self.applied_txns += len(txns)
-        self.applied_rows += sum(len(t.rows) for t in txns)
         changed = [t.commit_ts for t in txns if t.rows or t.ddl is not None]
-        if changed:
-            self.last_synced_ts = changed[-1]
+        done = Submitted(
+            txns[-1].commit_ts if txns else None,
+            batch[-1].txn.commit_ts,
+            batch[-1].position,
+            len(txns),
+            sum(len(t.rows) for t in txns),
+            changed[-1] if changed else None,
+        )
+        if self._pipelined is None or not (txns or self._acks):
+            self._done(done)
+        else:  # durable at the sink's next flush: the spans wait for its checkpoint
+            self._acks.add(done)
+            await self._release()
         self.error = None
+
+    def _done(self, batch: Submitted) -> None:
+        """The sink holds ``batch``: the spans move past it."""
+        self.book.advance(batch.commit_ts, batch.position)
+        self.applied_txns += batch.txns
+        self.applied_rows += batch.rows
+        if batch.synced is not None:
+            self.last_synced_ts = batch.synced
+
+    async def _release(self) -> None:
+        """Move the spans past the submitted batches the sink's checkpoint covers."""
+        if self._sink_checkpoint is None or not self._acks:
+            return
+        for batch in self._acks.release(await self._sink_checkpoint()):
+            self._done(batch)
+
+    async def _settle(self) -> None:
+        """Everything submitted made durable and the spans moved past it (before a barrier,
+        a sync point or the end at target ts)."""
+        if self._pipelined is not None and self._acks:
+            await self._pipelined.flush()
+            await self._release()
+
+    async def _next(self, queue: Queue) -> SourceItem | BaseException | object:
+        """The next item read; while waiting for one, a pipelined sink's checkpoint is looked
+        at every ``ack_poll`` seconds, so the spans follow its flushes on an idle upstream."""
+        while self._acks:
+            try:
+                async with asyncio.timeout(self._options.ack_poll):
+                    return await queue.get()
+            except TimeoutError:
+                await self._release()
+        return await queue.get()
 
     def _finish(self, target: int) -> None:
         self.book.advance(target, self._last_position)
