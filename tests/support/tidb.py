@@ -16,7 +16,9 @@ own (the drainer's ``db-type = "tidb"`` target, a changefeed's ``tidb://``), opt
 
 ``running_tidb_pipeline`` starts, in this order: etcd, two pumps (processes: a test may SIGKILL
 one and start it again at its address), a binlog-tso, tidb-server, a MariaDB downstream and a
-drainer reading DDL jobs from TiDB's status API (``syncer.ddl-history``). Everything is a child
+drainer reading DDL jobs from TiDB's status API (``syncer.ddl-history``); with
+``tidb_downstream`` the downstream is a second tidb-server (binlog off) and the drainer's
+drainer.toml says ``db-type = "tidb"`` with ``[syncer.to]``. Everything is a child
 process, so the context manager is synchronous and a module-scoped fixture can share it between
 tests; every process is stopped (killed when it does not stop in time) on exit.
 """
@@ -261,8 +263,16 @@ class DrainerProcess:
         return self.proc.poll() is None
 
 
-def start_drainer(data_dir: Path, etcd_url: str, sink_uri: str, ddl_history: str) -> DrainerProcess:
-    """A drainer process reading DDL jobs from ``ddl_history`` (TiDB's status URL); ready."""
+def start_drainer(
+    data_dir: Path,
+    etcd_url: str,
+    ddl_history: str,
+    *,
+    sink_uri: str | None = None,
+    config: Path | None = None,
+) -> DrainerProcess:
+    """A drainer process reading DDL jobs from ``ddl_history`` (TiDB's status URL), writing
+    to ``sink_uri`` or where its drainer.toml ``config`` says; ready."""
     port = free_port()
     log_path = data_dir.parent / f"{data_dir.name}.log"
     argv = [
@@ -270,7 +280,9 @@ def start_drainer(data_dir: Path, etcd_url: str, sink_uri: str, ddl_history: str
         *("-m", "services.drainer"),
         *("--addr", f"127.0.0.1:{port}", "--data-dir", str(data_dir)),
         *("--pd-urls", etcd_url, "--node-id", "drainer"),
-        *("--syncer-sink-uri", sink_uri, "--syncer-ddl-history", ddl_history),
+        *("--syncer-ddl-history", ddl_history),
+        *(("--syncer-sink-uri", sink_uri) if sink_uri is not None else ()),
+        *((f"--config={config}",) if config is not None else ()),
     ]
     with log_path.open("ab") as out:
         proc = subprocess.Popen(
@@ -283,6 +295,24 @@ def start_drainer(data_dir: Path, etcd_url: str, sink_uri: str, ddl_history: str
     drainer = DrainerProcess(proc, port, log_path)
     _wait_http(proc, f"{drainer.http}/ready", log_path)
     return drainer
+
+
+def tidb_drainer_toml(path: Path, tidb: TidbServer) -> Path:
+    """A drainer.toml writing to ``tidb`` as tidb-binlog's users name a TiDB downstream:
+    ``db-type = "tidb"`` and ``[syncer.to]``; its path."""
+    path.write_text(
+        f"""\
+[syncer]
+db-type = "tidb"
+
+[syncer.to]
+host = "{tidb.host}"
+user = "{tidb.user}"
+password = "{tidb.password}"
+port = {tidb.port}
+"""
+    )
+    return path
 
 
 def _wait_http(proc: subprocess.Popen[bytes], url: str, log_path: Path, within: float = 60) -> None:
@@ -308,7 +338,7 @@ class TidbPipeline:
     pumps: list[PumpProcess]
     tso_url: str
     tidb: TidbServer
-    downstream: MariaDBServer
+    downstream: MariaDBServer | TidbServer
     drainer: DrainerProcess
 
     def pump_name(self, index: int) -> str:
@@ -385,9 +415,18 @@ def _start_pump(
 
 
 @contextmanager
-def running_tidb_pipeline(root: Path, mariadb_template: Path) -> Iterator[TidbPipeline]:
-    """etcd, two pumps, binlog-tso, tidb-server, a MariaDB downstream and a drainer (see the
-    module's docstring); all stopped on exit."""
+def running_tidb_pipeline(
+    root: Path,
+    mariadb_template: Path | None,
+    *,
+    tidb_downstream: Mapping[str, int] | None = None,
+) -> Iterator[TidbPipeline]:
+    """etcd, two pumps, binlog-tso, tidb-server, a MariaDB downstream (from
+    ``mariadb_template``) and a drainer (see the module's docstring); all stopped on exit.
+
+    ``tidb_downstream``: the downstream is a second tidb-server instead (binlog off), with
+    these ``[performance]`` keys (``tidb_config``), and the drainer is told so by a drainer.toml
+    with ``db-type = "tidb"`` and ``[syncer.to]``, as tidb-binlog's drainer is."""
     from tests.support.mariadb import running_server
 
     with ExitStack() as stack:
@@ -407,10 +446,18 @@ def running_tidb_pipeline(root: Path, mariadb_template: Path) -> Iterator[TidbPi
         tidb = TidbServer(root / "tidb", tso_url.removeprefix("http://"))
         stack.callback(tidb.stop)
         tidb.start()
-        downstream = stack.enter_context(running_server(mariadb_template, root / "downstream"))
-        drainer = start_drainer(
-            root / "drainer", etcd.endpoint, f"{downstream.dsn()}?consistent=true", tidb.status_url
-        )
+        downstream: MariaDBServer | TidbServer
+        if tidb_downstream is not None:
+            downstream = stack.enter_context(running_tidb(root / "downstream", tidb_downstream))
+            config = tidb_drainer_toml(root / "drainer.toml", downstream)
+            drainer = start_drainer(root / "drainer", etcd.endpoint, tidb.status_url, config=config)
+        else:
+            assert mariadb_template is not None
+            downstream = stack.enter_context(running_server(mariadb_template, root / "downstream"))
+            sink_uri = f"{downstream.dsn()}?consistent=true"
+            drainer = start_drainer(
+                root / "drainer", etcd.endpoint, tidb.status_url, sink_uri=sink_uri
+            )
         stack.callback(stop_process, drainer.proc, 30)
         yield TidbPipeline(root, etcd, cluster_id, pumps, tso_url, tidb, downstream, drainer)
 
