@@ -108,6 +108,12 @@ CHANGEFEED_ITEM = obj(
             "description": "the sink URL, without a password (required unless kafka is given)",
         },
         "kafka": _FEED_KAFKA,
+        "storageVolumeClaim": {
+            **STR,
+            "description": "an existing PersistentVolumeClaim holding a storage sink's files "
+            "(sinkURI file:///var/lib/binlog/storage/<claim>[/dir]?protocol=csv|canal-json), "
+            "mounted in the capture pods; ReadWriteMany with more than one capture",
+        },
         "startTS": {**INT, "description": "where a new changefeed starts (0: now)"},
         "config": {**FREE, "description": "TiCDC's replica config (filter, sink, ...)"},
         "enableSyncPoint": {

@@ -10,6 +10,13 @@ capture pods at ``KAFKA_TLS_DIR/<secret>``, and the URL names those files; a cla
 PersistentVolumeClaim (open-protocol's large messages) is mounted at ``feedkafka.claim_dir``, and
 the URL's ``claim-check-storage-uri`` is a directory in it (``feedkafka`` parses the block).
 
+A changefeed into the storage sink (``sinkURI: file:///...?protocol=csv``, TiCDC's storage
+sink on a directory) names the PersistentVolumeClaim that holds the directory in
+``storageVolumeClaim``: the capture pods mount it at ``storage_dir(claim)`` and the URL's path
+must be that directory or one under it, so whichever capture runs the changefeed writes to the
+same files (ReadWriteMany with more than one capture). The URL's options are checked as the
+capture checks them.
+
 Sync points (TiCDC's ``enable-sync-point``, a SQL sink only) are ``enableSyncPoint``,
 ``syncPointInterval`` and ``syncPointRetention`` (Go durations, TiCDC's minimums 30s and 1h);
 they go into the changefeed's replica config under TiCDC's keys, so a change to them updates
@@ -36,7 +43,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 from binlog_operator.feedkafka import FeedKafka, parse_feed_kafka
 from binlog_operator.kafkasink import KAFKA_TLS_DIR
@@ -47,6 +54,9 @@ from tributary.cdc.syncpoint import (
     check_settings,
     parse_duration_ns,
 )
+from tributary.errors import TributaryError
+from tributary.sinks.storage import is_storage_url
+from tributary.sinks.storage.settings import parse_url as storage_url
 
 _ID = re.compile(r"^[a-zA-Z0-9]+(-[a-zA-Z0-9]+)*$")  # TiCDC's changefeed id rule
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -56,7 +66,9 @@ _SYNC_FIELDS = {  # the changefeed's field -> TiCDC's replica config key
     "syncPointInterval": "sync-point-interval",
     "syncPointRetention": "sync-point-retention",
 }
-_FIELDS = {"id", "sinkURI", "kafka", "startTS", "config", *_SYNC_FIELDS}
+_FIELDS = {"id", "sinkURI", "kafka", "startTS", "config", "storageVolumeClaim", *_SYNC_FIELDS}
+_CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # a PersistentVolumeClaim name
+STORAGE_DIR = "/var/lib/binlog/storage"  # where the capture pods mount storage sink claims
 _SQL_SINK = re.compile(r"^mysql://", re.IGNORECASE)  # the sinks with a sync point table
 
 
@@ -67,6 +79,7 @@ class FeedSpec:
     kafka: FeedKafka | None = None
     start_ts: int = 0  # 0: now (only used when the changefeed is created)
     config: Mapping[str, Any] = field(default_factory=dict)  # TiCDC replica config, as given
+    storage_claim: str = ""  # the PersistentVolumeClaim of a storage sink's directory ("": none)
 
     @property
     def config_hash(self) -> str:
@@ -126,7 +139,45 @@ def _feed(raw: object, where: str, problems: list[str]) -> FeedSpec:
         problems.append(f"{where}.config: must be an object (TiCDC's replica config)")
         config = {}
     sync = _sync_points(f, where, problems, sql=bool(_SQL_SINK.match(sink)), config=config)
-    return FeedSpec(feed_id, sink, kafka, start, {**config, **sync})
+    claim = _storage_claim(f.get("storageVolumeClaim"), sink, where, problems)
+    return FeedSpec(feed_id, sink, kafka, start, {**config, **sync}, claim)
+
+
+def storage_dir(claim: str) -> str:
+    """Where the capture pods mount a storage sink's PersistentVolumeClaim."""
+    return f"{STORAGE_DIR}/{claim}"
+
+
+def _storage_claim(claim: object, sink: str, where: str, problems: list[str]) -> str:
+    """A storage sink's claim: its name, and a sinkURI of the storage sink inside it."""
+    if claim is None:
+        return ""
+    if not isinstance(claim, str) or not _CLAIM.match(claim):
+        problems.append(
+            f"{where}.storageVolumeClaim: {claim!r} is not a PersistentVolumeClaim name"
+        )
+        return ""
+    parts = urlsplit(sink)
+    if parts.scheme != "file" or not is_storage_url(parts):
+        problems.append(
+            f"{where}.storageVolumeClaim: only with a storage sink, a sinkURI such as "
+            f"file://{storage_dir(claim)}?protocol=csv"
+        )
+        return ""
+    directory = storage_dir(claim)
+    path = unquote(parts.netloc + parts.path).rstrip("/")
+    if path != directory and not path.startswith(directory + "/"):
+        problems.append(
+            f"{where}.sinkURI: {sink!r} must be file://{directory} or a directory under it "
+            "(where the capture pods mount storageVolumeClaim)"
+        )
+        return ""
+    try:
+        storage_url(parts)
+    except TributaryError as e:
+        problems.append(f"{where}.sinkURI: {e}")
+        return ""
+    return claim
 
 
 def _sync_points(
@@ -182,6 +233,11 @@ def tls_secrets(feeds: tuple[FeedSpec, ...]) -> dict[str, tuple[str, ...]]:
                 k for k in (t.ca_key, t.cert_key, t.key_key) if k
             )
     return {s: tuple(sorted(keys)) for s, keys in sorted(found.items())}
+
+
+def storage_claims(feeds: tuple[FeedSpec, ...]) -> tuple[str, ...]:
+    """The storage sink claims the changefeeds name, each once, for the capture pods' volumes."""
+    return tuple(sorted({f.storage_claim for f in feeds} - {""}))
 
 
 def claim_check_claims(feeds: tuple[FeedSpec, ...]) -> tuple[str, ...]:

@@ -182,7 +182,7 @@ def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:
         env,
         https=True,
     )
-    pod = _with_claim_checks(_with_feed_tls(pod, spec), spec)
+    pod = _with_storage(_with_claim_checks(_with_feed_tls(pod, spec), spec), spec)
     return [service(name, lbl, ports), stateful_set(name, lbl, spec.captures.replicas, pod)]
 
 
@@ -218,6 +218,29 @@ def _with_claim_checks(pod: Pod, spec: ClusterSpec) -> Pod:
     )
     mounts = tuple(
         {"name": f"claim-check-{i}", "mountPath": feedkafka.claim_dir(claim)}
+        for i, claim in enumerate(claims)
+    )
+    return replace(
+        pod,
+        volumes=(*pod.volumes, *volumes),
+        mounts=(*pod.mounts, *mounts),
+        fs_group=IMAGE_UID,
+    )
+
+
+def _with_storage(pod: Pod, spec: ClusterSpec) -> Pod:
+    """Each storage sink PersistentVolumeClaim a declared changefeed names, mounted read-write
+    at ``feedspec.storage_dir(claim)`` (its sink URL's directory is there), with the image's
+    user as the volumes' group so the capture can write to it."""
+    claims = feedspec.storage_claims(spec.captures.changefeeds)
+    if not claims:
+        return pod
+    volumes = tuple(
+        {"name": f"storage-{i}", "persistentVolumeClaim": {"claimName": claim}}
+        for i, claim in enumerate(claims)
+    )
+    mounts = tuple(
+        {"name": f"storage-{i}", "mountPath": feedspec.storage_dir(claim)}
         for i, claim in enumerate(claims)
     )
     return replace(
