@@ -43,6 +43,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from services.spark.session import spark_session
+from tributary.change import SqlValue
 from tributary.sinks.port import SinkError
 from tributary.sinks.storage import reader
 from tributary.sinks.storage.settings import StorageSettings, parse_url
@@ -109,28 +110,36 @@ def plan(root: Path, settings: StorageSettings) -> tuple[int, list[TablePlan], l
 
 
 def _task_rows(
-    task: tuple[str, StorageSettings, int, str, TableDefinition, tuple[str, ...], int],
+    task: tuple[str, StorageSettings, int, str, TableDefinition, tuple[TableCol, ...], int],
 ) -> Iterator[tuple[Any, ...]]:
-    """One data file's rows at or below the checkpoint (runs in an executor)."""
-    root, settings, order, relative, definition, names, checkpoint = task
-    numeric = {n for n, t in zip(names, _kinds(definition, names), strict=True) if t == "dec"}
+    """One data file's rows at or below the checkpoint, each value in its lake column's type
+    (runs in an executor)."""
+    root, settings, order, relative, definition, columns, checkpoint = task
+    kinds = [(c.name, spark_type(c)) for c in columns]
     for line, (ts, row) in enumerate(reader.read_rows(Path(root), relative, definition, settings)):
         if ts > checkpoint:
             continue
-        values = []
-        for n in names:
-            v = row.values.get(n)
-            values.append(Decimal(v) if n in numeric and isinstance(v, int) else v)
+        values = [_coerce(row.values.get(name), kind) for name, kind in kinds]
         op = "D" if row.kind.value == "delete" else "U"
         yield (ts, order, line, op, *values)
 
 
-def _kinds(definition: TableDefinition, names: tuple[str, ...]) -> list[str]:
-    by_name = {c.name: c for c in definition.columns or ()}
-    return [
-        "dec" if n in by_name and isinstance(spark_type(by_name[n]), T.DecimalType) else ""
-        for n in names
-    ]
+def _coerce(value: SqlValue, kind: T.DataType) -> SqlValue:
+    """A decoded value as its lake column holds it (canal-json gives ENUM, SET and BIT as
+    numbers, and an unsigned BIGINT is a decimal here)."""
+    if value is None:
+        return None
+    if isinstance(kind, T.DecimalType):
+        return value if isinstance(value, Decimal) else Decimal(str(value))
+    if isinstance(kind, T.LongType):
+        return int(value) if not isinstance(value, bytes) else int.from_bytes(value, "big")
+    if isinstance(kind, T.DoubleType):
+        return float(value)
+    if isinstance(kind, T.BinaryType):
+        return value if isinstance(value, bytes) else str(value).encode()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else str(value)
 
 
 def table_frame(
@@ -147,7 +156,7 @@ def table_frame(
         ]
     )
     tasks = [
-        (str(root), settings, order, relative, definition, names, checkpoint)
+        (str(root), settings, order, relative, definition, table.columns, checkpoint)
         for order, relative, definition in table.files
     ]
     rdd = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(_task_rows)

@@ -280,3 +280,69 @@ async def _check_lake(up: MariaDBServer, lake: Path) -> None:
             rows = await cur.fetchall()
         want = sorted((tuple(_plain(v) for v in row) for row in rows), key=repr)
         assert len(got) == summary["tables"][name] and got == want, name
+
+
+async def test_canal_json_files_without_date_directories_rebuilt_equal(
+    tmp_path: Path, etcd: EtcdProcess, mariadb_instance: InstanceFactory
+) -> None:
+    """The same path with ``protocol=canal-json`` (TiDB extension on: each line a Canal
+    FlatMessage with ``_tidb.commitTs``), ``date-separator=none``, TiCDC's default 20-digit file
+    numbers and LF lines; the lake job reads the JSON files too."""
+    up = mariadb_instance("up", "--binlog-row-metadata=FULL")
+    down = mariadb_instance("down")
+    root = tmp_path / "cdc"
+    uri = (
+        f"file://{root}?protocol=canal-json&enable-tidb-extension=true&flush-interval=2s"
+        "&date-separator=none&terminator=%0A"
+    )
+    settings = parse_url(urlsplit(uri))
+    capture, port = start_capture(etcd.endpoint, up.dsn() + "?server-id=4422", tmp_path / "c.log")
+    stop, done = asyncio.Event(), asyncio.Event()
+    try:
+        await capture_cli(port, "changefeed", "create", "-c", "to-json", "--sink-uri", uri)
+        await up.execute("CREATE DATABASE shop")
+        await up.execute(KINDS)
+        await up.execute("CREATE TABLE shop.t1 (id INT PRIMARY KEY, v INT)")
+        await write_shop(up, [f"INSERT INTO kinds VALUES {_kinds_row(i)}" for i in range(1, 6)])
+        async with open_sink(f"{down.dsn()}?consistent=true", SinkOptions(cluster_id=92)) as sink:
+            consumer = StorageConsumer(settings, sink)
+            consuming = asyncio.create_task(consumer.run(done), name="storage-consumer")
+            try:
+                load = asyncio.create_task(
+                    shop_load(up, ["t1"], stop, seed=9, most_tables=1, keys=30, mixed=True)
+                )
+                await asyncio.sleep(2)
+                await up.execute("ALTER TABLE shop.t1 ADD COLUMN note VARCHAR(20)")
+                await write_shop(
+                    up,
+                    [
+                        "UPDATE kinds SET id = id + 1000, s = 'moved' WHERE id = 3",
+                        "UPDATE kinds SET d = d * 2, e = 'sent', st = 'b' WHERE id < 3",
+                        "DELETE FROM kinds WHERE id = 5",
+                        "UPDATE t1 SET note = 'noted' WHERE id < 10",
+                    ],
+                )
+                await asyncio.sleep(2)
+                stop.set()
+                assert await load > 20
+                await wait_for(lambda: shop_equal(up, down, 2), 120, "the rebuilt shop equal")
+            finally:
+                done.set()
+                await consuming
+    finally:
+        stop.set()
+        capture.kill()
+        capture.wait()
+    scan = reader.scan(root, settings)
+    assert scan.data and all(len(rel.split("/")) == 4 for _, rel in scan.data)  # no date
+    first = scan.data[0][1]
+    assert first.endswith("/CDC00000000000000000001.json")
+    line = (root / first).read_bytes().split(b"\n")[0]
+    msg = json.loads(line)
+    assert msg["database"] == "shop" and "commitTs" in msg["_tidb"] and not msg["isDdl"]
+    lake = tmp_path / "lake"
+    await asyncio.to_thread(_run_lake_job, uri, lake, tmp_path / "spark.log")
+    table = pq.read_table(lake / "shop.t1").to_pylist()
+    got = sorted((r["id"], r["v"], r["note"]) for r in table)
+    want = sorted(tuple(r) for r in await up.query("SELECT id, v, note FROM shop.t1"))
+    assert got == want
