@@ -157,6 +157,8 @@ class FeedSync:
     ) -> str:
         if feed.kafka is not None and feed.kafka.claim_check_claim:
             await self._claim_exists(namespace, feed.kafka.claim_check_claim, cache)
+        if feed.storage_claim:
+            await self._claim_exists(namespace, feed.storage_claim, cache, "storageVolumeClaim")
         sasl = feed.kafka.sasl if feed.kafka is not None else None
         if sasl is None:
             return sink_uri(feed)
@@ -180,10 +182,14 @@ class FeedSync:
         return sink_uri(feed, (values[0], values[1]))
 
     async def _claim_exists(
-        self, namespace: str, claim: str, cache: dict[str, Mapping[str, Any] | None]
+        self,
+        namespace: str,
+        claim: str,
+        cache: dict[str, Mapping[str, Any] | None],
+        field: str = "claimCheckVolumeClaim",
     ) -> None:
-        """FeedError unless the claim-check PersistentVolumeClaim exists: without it every
-        capture pod stays Pending, and the changefeed's error should say why."""
+        """FeedError unless a PersistentVolumeClaim the changefeed names (``field``) exists:
+        without it every capture pod stays Pending, and the changefeed's error should say why."""
         key = f"pvc/{claim}"
         if key not in cache:
             try:
@@ -192,7 +198,7 @@ class FeedSync:
                 raise FeedError(f"cannot read PersistentVolumeClaim {claim}: {e}") from e
         if cache[key] is None:
             raise FeedError(
-                f"PersistentVolumeClaim {namespace}/{claim} (claimCheckVolumeClaim) does not "
+                f"PersistentVolumeClaim {namespace}/{claim} ({field}) does not "
                 "exist: the capture pods mount it and stay Pending until it is created"
             )
 

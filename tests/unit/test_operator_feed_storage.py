@@ -11,6 +11,7 @@ import pytest
 
 from binlog_operator import crd
 from binlog_operator.feedspec import STORAGE_DIR, parse_feeds, sink_uri, storage_dir
+from binlog_operator.feedsync import FeedError, FeedSync
 from binlog_operator.manifests import build
 from binlog_operator.spec import SpecError, parse
 from tributary.image import IMAGE_UID
@@ -104,3 +105,26 @@ def test_misuses_are_named(feed: dict[str, Any], problem: str) -> None:
 
 def test_the_crd_takes_the_claim() -> None:
     assert "storageVolumeClaim" in crd.CHANGEFEED_ITEM["properties"]
+
+
+class _Claims:
+    """What FeedSync asks of the API server here: one GET per object (a fake of our client)."""
+
+    def __init__(self, claims: set[str]) -> None:
+        self.claims = claims
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> Any:
+        return {"metadata": {"name": name}} if name in self.claims else None
+
+
+async def test_a_missing_storage_claim_is_the_changefeeds_error() -> None:
+    problems: list[str] = []
+    (f,) = parse_feeds(
+        [{"id": "to-files", "sinkURI": URI, "storageVolumeClaim": "cdc-files"}], problems
+    )
+    kube = _Claims(set())
+    sync = FeedSync(kube, None, None, None, 1.0)  # type: ignore[arg-type]
+    with pytest.raises(FeedError, match=r"ns/cdc-files \(storageVolumeClaim\) does not exist"):
+        await sync._uri("ns", f, {})
+    kube.claims.add("cdc-files")
+    assert await sync._uri("ns", f, {}) == URI
