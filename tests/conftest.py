@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +19,17 @@ _free_at_start: list[float] = []
 
 def _free_gib() -> float:
     return shutil.disk_usage(tempfile.gettempdir()).free / 2**30
+
+
+def pytest_configure() -> None:
+    """An xdist worker hands out ports from a block of its own (``free_port``), so two workers
+    never both pick a port that is free at the moment and then race to bind it."""
+    worker, count = (
+        os.environ.get("PYTEST_XDIST_WORKER"),
+        os.environ.get("PYTEST_XDIST_WORKER_COUNT"),
+    )
+    if worker and count:
+        os.environ["TRIBUTARY_PORT_BLOCK"] = f"{worker.removeprefix('gw')}/{count}"
 
 
 def pytest_sessionstart() -> None:

@@ -40,12 +40,25 @@ def _listen_range() -> range:
     every outgoing connection on the machine takes its local port; between our pick and the
     child's bind, a client connection (an etcd client, a MariaDB driver, a JVM) can take it, and
     the child fails with EADDRINUSE. Ports below that range are only ever taken by listeners.
+
+    Processes that hand out ports side by side (test workers) each take a block of their own:
+    ``TRIBUTARY_PORT_BLOCK=i/n`` is the i-th of n equal blocks (0-based), so two of them never
+    pick the same free port between the pick and the bind.
     """
     try:
         low = int(EPHEMERAL_RANGE.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         low = 32768  # Linux's default lower bound
-    return range(max(1024, low - 12000), low - 1)  # leaves room for p + 1
+    start, stop = max(1024, low - 12000), low
+    index, _, count = os.environ.get("TRIBUTARY_PORT_BLOCK", "0/1").partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i, n = 0, 1
+    if n > 1 and 0 <= i < n:
+        size = (stop - start) // n
+        start, stop = start + i * size, start + (i + 1) * size
+    return range(start, stop - 1)  # leaves room for p + 1
 
 
 def _bindable(port: int) -> bool:

@@ -32,10 +32,14 @@ def bind(addr: str, *, reuse_port: bool = False) -> socket.socket:
     # IPPROTO_TCP explicitly: asyncio enables TCP_NODELAY only on sockets that
     # say so, and without it every small RPC waits for delayed ACKs (~40 ms).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()  # a port in use must not leave an open socket to the garbage collector
+        raise
     return sock
 
 
