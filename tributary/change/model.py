@@ -13,7 +13,7 @@ values arrive already formatted as MySQL literals in str (as tidb-binlog's trans
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -27,6 +27,7 @@ class ColumnInfo:
     mysql_type: str  # the column's type as written in MySQL DDL, e.g. "bigint unsigned"
     is_pk: bool = False
     unique_keys: frozenset[str] = frozenset()  # names of the unique keys the column is part of
+    nullable: bool = True  # False: NOT NULL, when the source knows (a TABLE_MAP's null bitmap)
 
     @property
     def in_unique_key(self) -> bool:
@@ -77,8 +78,10 @@ class TableInfo:
         columns: Sequence[tuple[str, str]],
         primary_key: Sequence[str] = (),
         unique_keys: Mapping[str, Sequence[str]] | None = None,
+        not_null: Collection[str] = (),
     ) -> TableInfo:
-        """From ``(name, mysql_type)`` pairs and key definitions."""
+        """From ``(name, mysql_type)`` pairs and key definitions; ``not_null`` names the columns
+        known to be NOT NULL."""
         uks = tuple(UniqueKey(n, tuple(cs)) for n, cs in (unique_keys or {}).items())
         cols = tuple(
             ColumnInfo(
@@ -86,6 +89,7 @@ class TableInfo:
                 mysql_type,
                 is_pk=name in primary_key,
                 unique_keys=frozenset(u.name for u in uks if name in u.columns),
+                nullable=name not in not_null,
             )
             for name, mysql_type in columns
         )

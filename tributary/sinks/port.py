@@ -65,6 +65,9 @@ class SinkOptions:
     # the counters a pump:// sink's client adds to (``sinks.pump.counters``: the owner's, so
     # they outlive the sink); None: the client's own. Other sinks ignore it.
     pump_stats: ClientStats | None = field(default=None, compare=False)
+    # the capture cluster's id (``--cluster-id``): the debezium protocol's source name, as
+    # TiCDC writes its cluster id there. Other sinks ignore it.
+    cluster_name: str = "default"
 
 
 class Sink(Protocol):

@@ -56,7 +56,8 @@ def compile_table(tmap: TableMap, charsets: Charsets, tz: dt.tzinfo, version: in
         cols.append((c.name, columns.mysql_type(c, cs)))
         decoders.append(columns.decoder(c, cs, tz))
     pk = [tmap.columns[i].name for i in tmap.primary_key]
-    info = TableInfo.build(tmap.schema, tmap.table, cols, primary_key=pk)
+    not_null = [c.name for c in tmap.columns if not c.nullable]
+    info = TableInfo.build(tmap.schema, tmap.table, cols, primary_key=pk, not_null=not_null)
     return CompiledTable(info, info.column_names, tuple(decoders), version)
 
 
