@@ -4,7 +4,9 @@
 (aiokafka, imported only when a Kafka sink is opened: install the ``kafka`` extra). A URL with
 ``protocol=canal-json`` opens TiCDC's canal-json sink instead (``canal``, ``canal_sink``),
 ``protocol=open-protocol`` TiCDC's Open Protocol (``openproto``, ``open_sink``, with the claim
-check of ``claimcheck``); ``cdc_base`` holds what those two share, ``protocols`` dispatches.
+check of ``claimcheck``), ``protocol=debezium`` TiCDC's debezium protocol (``debezium``,
+``debezium_types``, ``debezium_schema``, ``debezium_defaults``, ``debezium_sink``);
+``cdc_base`` holds what those share, ``protocols`` dispatches.
 """
 
 from __future__ import annotations

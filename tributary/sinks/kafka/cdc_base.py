@@ -4,7 +4,8 @@ URL ``kafka://HOST:PORT[,HOST:PORT]/TOPIC?protocol=P&partition-num=3&replication
 max-message-bytes=10MiB&kafka-version=2.4.0&dispatcher=table&topic-rule={schema}_{table}&
 auto-create-topic=true&ack-timeout=30`` plus, per protocol, ``enable-tidb-extension``,
 ``content-compatible`` and ``only-output-updated-columns`` (canal-json), ``max-batch-size``
-(open-protocol) and the large-message keys
+(open-protocol), the ``debezium-*`` options and ``time-zone`` (debezium, see
+``debezium_sink``) and the large-message keys
 ``large-message-handle-option`` (``none``, ``claim-check``) and ``claim-check-storage-uri``
 (``file:///DIR``), which TiCDC reads from ``[sink.kafka-config.large-message-handle]`` of the
 changefeed's config and this sink from its URL.
@@ -164,11 +165,11 @@ class TopicSink:
         topic: str,
         partition: int,
         key: bytes | None,
-        value: bytes,
+        value: bytes | None,
         txn: Txn | None,
         row: RowChange | None,
     ) -> asyncio.Future[object]:
-        size = len(value) + len(key or b"")
+        size = len(value or b"") + len(key or b"")  # a null value: a tombstone
         if size > self.settings.max_message_bytes:
             raise self.too_large(size, txn, row, None)
         try:
@@ -289,6 +290,17 @@ _PROTOCOL_OPTIONS = {
         "claim-check-storage-uri",
     },
     "open-protocol": {"max-batch-size", "large-message-handle-option", "claim-check-storage-uri"},
+    "debezium": {
+        "enable-tidb-extension",
+        "debezium-disable-schema",
+        "debezium-output-old-value",
+        "debezium-decimal-handling-mode",
+        "debezium-bigint-unsigned-handling-mode",
+        "debezium-binary-handling-mode",
+        "debezium-tombstones-on-delete",
+        "debezium-schema-change-topic",
+        "time-zone",
+    },
 }
 
 

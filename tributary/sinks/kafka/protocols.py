@@ -4,6 +4,8 @@ No ``protocol`` (or ``protocol=tidb-binlog``): the drainer's secondary binlog (`
 ``protocol=canal-json``: TiCDC's canal-json, one message per row change (``kafka.canal_sink``).
 ``protocol=open-protocol``: TiCDC's Open Protocol, row events batched per partition
 (``kafka.open_sink``).
+``protocol=debezium``: TiCDC's debezium protocol, Debezium's change event envelope in JSON
+(``kafka.debezium_sink``).
 Anything else is a SinkError listing the known protocols.
 """
 
@@ -13,7 +15,7 @@ from urllib.parse import SplitResult, parse_qsl, urlencode
 
 from tributary.sinks.port import Sink, SinkError, SinkOptions
 
-PROTOCOLS = ("tidb-binlog", "canal-json", "open-protocol")
+PROTOCOLS = ("tidb-binlog", "canal-json", "open-protocol", "debezium")
 
 
 def protocol_of(url: SplitResult) -> tuple[str, SplitResult]:
@@ -32,11 +34,13 @@ async def open_url(url: SplitResult, options: SinkOptions) -> Sink:
         known = ", ".join(PROTOCOLS)
         raise SinkError(f"kafka sink URL: unknown protocol {protocol!r}; known: {known}")
     try:  # aiokafka is an extra
-        from tributary.sinks.kafka import canal_sink, open_sink, sink
+        from tributary.sinks.kafka import canal_sink, debezium_sink, open_sink, sink
     except ImportError as e:
         raise SinkError(f"kafka sink needs aiokafka (pip install 'tributary[kafka]'): {e}") from e
     if protocol == "canal-json":
         return await canal_sink.open_url(rest, options)
     if protocol == "open-protocol":
         return await open_sink.open_url(rest, options)
+    if protocol == "debezium":
+        return await debezium_sink.open_url(rest, options)
     return await sink.open_url(rest, options)
