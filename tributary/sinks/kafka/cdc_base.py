@@ -299,6 +299,7 @@ _PROTOCOL_OPTIONS = {
         "debezium-binary-handling-mode",
         "debezium-tombstones-on-delete",
         "debezium-schema-change-topic",
+        "debezium-propagate-source-type",
         "time-zone",
     },
 }

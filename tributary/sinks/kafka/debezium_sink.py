@@ -15,6 +15,11 @@ refusal of a message over ``max-message-bytes`` are shared with the other protoc
   changefeed naming the row), ``precise`` (Decimal scale 0), ``string``.
 * ``debezium-binary-handling-mode``: ``bytes`` (default here, Debezium's), ``base64``,
   ``base64-url-safe``, ``hex`` (TiCDC's; a string schema).
+* ``debezium-propagate-source-type`` (false; ours, Debezium's ``column.propagate.source.type``
+  for every column): ``__debezium.source.column.type``, ``.length`` and ``.scale`` in each
+  field's parameters, from which Debezium's JDBC sink makes the same column types
+  (``varchar(16)``, ``bigint unsigned``, ``datetime(3)``) instead of wider ones
+  (``longtext``, which MySQL gives no default).
 * ``time-zone`` (UTC): the zone the source shows TIMESTAMP values in (its URL's ``tz``).
 * ``debezium-tombstones-on-delete`` (false; ours, Debezium's ``tombstones.on.delete``): a
   message with the key and a null value after each delete, for log compaction.
@@ -91,6 +96,7 @@ class DebeziumSettings:
             unsigned_bigint=word("debezium-bigint-unsigned-handling-mode", UNSIGNED_MODES),
             binary=word("debezium-binary-handling-mode", BINARY_MODES),
             tz=tz,
+            propagate=flag("debezium-propagate-source-type", False),
         )
 
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import decimal
 import json
 import math
 import re
@@ -66,6 +67,7 @@ UNSIGNED_MODES = ("long", "precise", "string")
 BINARY_MODES = ("bytes", "base64", "base64-url-safe", "hex")
 _INT64_MAX = (1 << 63) - 1
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
+_EXACT = decimal.Context(prec=200)  # MySQL's DECIMAL has at most 65 digits: no rounding
 _EPOCH_DAY = dt.date(1970, 1, 1).toordinal()
 _PARAMS = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
 _F32 = struct.Struct("<f")
@@ -86,6 +88,7 @@ class Options:
     unsigned_bigint: str = "long"
     binary: str = "bytes"
     tz: dt.tzinfo = dt.UTC
+    propagate: bool = False  # the source column's type in the schema parameters
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +141,7 @@ def _long_unsigned(v: SqlValue) -> str:
 
 def _unscaled(v: SqlValue, scale: int) -> int:
     d = v if isinstance(v, Decimal) else Decimal(str(v))
-    scaled = d.scaleb(scale)
+    scaled = d.scaleb(scale, _EXACT)
     if scaled != scaled.to_integral_value():
         raise ValueError(f"{d} has more than {scale} digits after the point")
     return int(scaled)
@@ -156,7 +159,7 @@ def _b64(raw: bytes) -> str:
 
 def _decimal(scale: int, mode: str) -> Encoder:
     if mode == "string":
-        return lambda v: jstr(f"{Decimal(_unscaled(v, scale)).scaleb(-scale):f}")
+        return lambda v: jstr(f"{Decimal(_unscaled(v, scale)).scaleb(-scale, _EXACT):f}")
     if mode == "double":
         return lambda v: _float64(float(Decimal(str(v))))
     return lambda v: _b64(decimal_bytes(_unscaled(v, scale)))
@@ -345,7 +348,9 @@ def field(col: ColumnInfo, opts: Options, table: str, default: str | None = None
     if logical is not None:
         schema["name"] = logical
         schema["version"] = 1
-    if params is not None:
+    if opts.propagate:
+        params = {**(params or {}), **_source_type(ct, name, col.mysql_type)}
+    if params:
         schema["parameters"] = params
     if default is not None:
         try:
@@ -356,6 +361,21 @@ def field(col: ColumnInfo, opts: Options, table: str, default: str | None = None
             schema["default"] = json.loads(value)
     schema["field"] = col.name
     return Field(col.name, json.dumps(schema, ensure_ascii=False, separators=(",", ":")), encode)
+
+
+def _source_type(ct: ColType, name: str, mysql_type: str) -> dict[str, str]:
+    """Debezium's ``column.propagate.source.type`` parameters: ``VARCHAR``, length 32; a
+    ``DECIMAL`` has its precision as length and its scale; temporals their fractional digits."""
+    p, s = _params(mysql_type)
+    word = mysql_type.split("(")[0].split()[0].upper() if mysql_type.strip() else name.upper()
+    if ct.unsigned and name in _SIGNED_INTS:
+        word += " UNSIGNED"
+    out = {"__debezium.source.column.type": word}
+    if p >= 0:
+        out["__debezium.source.column.length"] = str(p)
+    if name == "decimal" and p >= 0:
+        out["__debezium.source.column.scale"] = str(max(s, 0))
+    return out
 
 
 def _default_value(name: str, text: str) -> SqlValue:
