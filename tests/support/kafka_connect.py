@@ -85,6 +85,8 @@ class JdbcSinkWorker:
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "key.converter.schemas.enable": "true",
             "value.converter.schemas.enable": "true",
+            # a null stays null: by default the converter puts the field's default in its place
+            "value.converter.replace.null.with.default": "false",
             "offset.storage.file.filename": str(self.root / "offsets"),
             "offset.flush.interval.ms": "500",
             "plugin.path": str(dist() / "plugins"),
@@ -92,6 +94,7 @@ class JdbcSinkWorker:
             "listeners": f"http://127.0.0.1:{self.port}",
             "consumer.auto.offset.reset": "earliest",
             "consumer.max.poll.records": "500",
+            "consumer.metadata.max.age.ms": "1000",  # topics made mid-run are read at once
         }
         connector = {
             "name": self.name,
