@@ -78,13 +78,19 @@ def tidb_config(
     *,
     pd_addr: str | None = None,
     performance: Mapping[str, int] | None = None,
+    in_memory: bool = False,
 ) -> str:
     """tidb-server's TOML: the embedded store, files under ``base``. With ``pd_addr`` (a bare
     ``host:port`` of a PD endpoint) binlog is on (range strategy) into the pumps it lists, and
     ``path`` is that endpoint; without it binlog is off and the store keeps its data in
-    ``base/data``. ``performance``: extra ``[performance]`` keys, such as
+    ``base/data``, or in memory with ``in_memory``. (The store opens ``unistore://<path>`` and
+    keeps its data in that URL's path: none for a ``host:port`` or a bare name, so a binlog-on
+    server's store is in memory.) ``performance``: extra ``[performance]`` keys, such as
     ``txn-total-size-limit`` or ``txn-entry-size-limit`` (bytes)."""
-    path = pd_addr if pd_addr is not None else str(base / "data")
+    if pd_addr is not None:
+        path = pd_addr
+    else:
+        path = "memory" if in_memory else str(base / "data")
     extra = "".join(f"{key} = {value}\n" for key, value in (performance or {}).items())
     binlog = (
         """
@@ -132,6 +138,7 @@ class TidbServer:
     base: Path
     pd_addr: str | None = None
     performance: Mapping[str, int] = field(default_factory=dict)
+    in_memory: bool = False  # binlog off: the store in memory, not in base/data
     port: int = field(default_factory=free_port)
     status_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
@@ -163,6 +170,7 @@ class TidbServer:
                 self.status_port,
                 pd_addr=self.pd_addr,
                 performance=self.performance,
+                in_memory=self.in_memory,
             )
         )
         with open(self.base / "tidb.out", "ab") as out:
@@ -237,10 +245,12 @@ class TidbServer:
 
 
 @contextmanager
-def running_tidb(base: Path, performance: Mapping[str, int] | None = None) -> Iterator[TidbServer]:
-    """A standalone tidb-server with binlog off (a downstream), its data under ``base``;
-    stopped on exit. ``performance``: extra ``[performance]`` keys (``tidb_config``)."""
-    tidb = TidbServer(base, performance=dict(performance or {}))
+def running_tidb(
+    base: Path, performance: Mapping[str, int] | None = None, *, in_memory: bool = False
+) -> Iterator[TidbServer]:
+    """A standalone tidb-server with binlog off (a downstream), its data under ``base`` (or in
+    memory); stopped on exit. ``performance``: extra ``[performance]`` keys (``tidb_config``)."""
+    tidb = TidbServer(base, performance=dict(performance or {}), in_memory=in_memory)
     try:
         tidb.start()
         yield tidb
