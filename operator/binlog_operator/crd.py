@@ -27,14 +27,14 @@ from binlog_operator.crdschema import (
     definition,
     obj,
 )
-from binlog_operator.feedkafka import CLAIM_CHECK_DIR
+from binlog_operator.feedkafka import CLAIM_CHECK_DIR, DEBEZIUM_MODES
 from binlog_operator.nodecrd import drainer_crd, pump_crd
 
 _FEED_KAFKA = obj(
     {
         "brokers": {"type": "array", "minItems": 1, "items": STR, "description": "host:port"},
         "topic": {**STR, "description": "the default topic (DDLs, and rows without topicRule)"},
-        "protocol": {**STR, "enum": ["canal-json", "open-protocol"]},
+        "protocol": {**STR, "enum": ["canal-json", "open-protocol", "debezium"]},
         "partitionNum": POSITIVE,
         "replicationFactor": POSITIVE,
         "maxMessageBytes": {**POSITIVE, "description": "bytes"},
@@ -42,7 +42,31 @@ _FEED_KAFKA = obj(
         "topicRule": {**STR, "description": "a table's topic, e.g. {schema}_{table}"},
         "enableTidbExtension": {
             "type": "boolean",
-            "description": "canal-json: commit ts and watermark events",
+            "description": "canal-json, debezium: commit ts and watermark events",
+        },
+        **{
+            name: {"type": "boolean", "description": f"debezium: {text}"}
+            for name, text in (
+                ("debeziumDisableSchema", "payloads without their schema (false)"),
+                ("debeziumOutputOldValue", "an update's before (true)"),
+                ("debeziumTombstonesOnDelete", "a null-valued message after each delete (false)"),
+                (
+                    "debeziumPropagateSourceType",
+                    "the source column's type, length and scale in each field's parameters",
+                ),
+            )
+        },
+        **{
+            name: {**STR, "enum": list(values), "description": f"debezium: {key} ({values[0]})"}
+            for name, (key, values) in DEBEZIUM_MODES.items()
+        },
+        "debeziumSchemaChangeTopic": {
+            **STR,
+            "description": "debezium: the topic of DDL events (default: their table's topic)",
+        },
+        "timeZone": {
+            **STR,
+            "description": "debezium: the zone TIMESTAMP values are read in (UTC)",
         },
         "contentCompatible": {
             "type": "boolean",
@@ -93,7 +117,8 @@ _FEED_KAFKA = obj(
         "tls": KAFKA["properties"]["tls"],
     },
     ["brokers", "topic"],
-    description="a Kafka sink (TiCDC's canal-json or open-protocol), instead of sinkURI; the "
+    description="a Kafka sink (TiCDC's canal-json, open-protocol or debezium), instead of "
+    "sinkURI; the "
     "SASL credentials are read from the Secret into the sink URL, the TLS files and the "
     "claim-check volume are mounted in the capture pods",
 )

@@ -38,7 +38,7 @@ from binlog_operator.kafkasink import (
     parse_topic,
 )
 
-PROTOCOLS = ("canal-json", "open-protocol")
+PROTOCOLS = ("canal-json", "open-protocol", "debezium")
 DISPATCHERS = ("table", "index-value", "ts")
 LARGE_MESSAGE_OPTIONS = ("none", "claim-check")
 CLAIM_CHECK_DIR = "/var/lib/binlog/claim-check"
@@ -65,6 +65,15 @@ FIELDS = {  # the block's fields, as the CRD names them
     "claimCheckVolumeClaim",
     "sasl",
     "tls",
+    "debeziumDisableSchema",
+    "debeziumOutputOldValue",
+    "debeziumTombstonesOnDelete",
+    "debeziumPropagateSourceType",
+    "debeziumDecimalHandlingMode",
+    "debeziumBigintUnsignedHandlingMode",
+    "debeziumBinaryHandlingMode",
+    "debeziumSchemaChangeTopic",
+    "timeZone",
 }
 # TiCDC's URL keys for the numeric options
 _NUMBERS = {
@@ -72,11 +81,35 @@ _NUMBERS = {
     "replicationFactor": "replication-factor",
     "maxMessageBytes": "max-message-bytes",
 }
-# the protocol an option is only used with: {field: (protocol, URL key)}; true is sent, false not
+# the protocols a switch is used with: {field: (protocols, URL key, the sink's default)}; only a
+# value other than the default is sent
 _PROTOCOL_FLAGS = {
-    "enableTidbExtension": ("canal-json", "enable-tidb-extension"),
-    "contentCompatible": ("canal-json", "content-compatible"),
-    "onlyOutputUpdatedColumns": ("canal-json", "only-output-updated-columns"),
+    "enableTidbExtension": (("canal-json", "debezium"), "enable-tidb-extension", False),
+    "contentCompatible": (("canal-json",), "content-compatible", False),
+    "onlyOutputUpdatedColumns": (("canal-json",), "only-output-updated-columns", False),
+    "debeziumDisableSchema": (("debezium",), "debezium-disable-schema", False),
+    "debeziumOutputOldValue": (("debezium",), "debezium-output-old-value", True),
+    "debeziumTombstonesOnDelete": (("debezium",), "debezium-tombstones-on-delete", False),
+    "debeziumPropagateSourceType": (("debezium",), "debezium-propagate-source-type", False),
+}
+# debezium's words: {field: (URL key, the accepted values)}
+DEBEZIUM_MODES = {
+    "debeziumDecimalHandlingMode": (
+        "debezium-decimal-handling-mode",
+        ("precise", "string", "double"),
+    ),
+    "debeziumBigintUnsignedHandlingMode": (
+        "debezium-bigint-unsigned-handling-mode",
+        ("long", "precise", "string"),
+    ),
+    "debeziumBinaryHandlingMode": (
+        "debezium-binary-handling-mode",
+        ("bytes", "base64", "base64-url-safe", "hex"),
+    ),
+}
+_DEBEZIUM_TEXT = {
+    "debeziumSchemaChangeTopic": "debezium-schema-change-topic",
+    "timeZone": "time-zone",
 }
 _OPEN_ONLY = ("maxBatchSize",)
 
@@ -117,6 +150,7 @@ def parse_feed_kafka(
         problems.append(f"{where}.protocol: {protocol!r} must be one of {', '.join(PROTOCOLS)}")
     options = _common(k, where, problems)
     options += _flags(k, protocol, where, problems)
+    options += _debezium(k, protocol, where, problems)
     options += _open_protocol(k, protocol, feed_id, where, problems)
     options += _tuning(k, where, problems)
     claim_check = ("large-message-handle-option", "claim-check") in options
@@ -158,19 +192,47 @@ def _common(k: dict[str, object], where: str, problems: list[str]) -> list[tuple
 def _flags(
     k: dict[str, object], protocol: str, where: str, problems: list[str]
 ) -> list[tuple[str, str]]:
-    """The canal-json switches (enable-tidb-extension, content-compatible,
-    only-output-updated-columns), each refused with another protocol."""
+    """The canal-json and debezium switches (enable-tidb-extension, content-compatible,
+    only-output-updated-columns, debezium-*), each refused with another protocol."""
     options: list[tuple[str, str]] = []
-    for name, (only, key) in _PROTOCOL_FLAGS.items():
+    for name, (only, key, default) in _PROTOCOL_FLAGS.items():
         value = k.get(name)
         if value is None:
             continue
         if not isinstance(value, bool):
             problems.append(f"{where}.{name}: {value!r} must be true or false")
-        elif protocol != only:
-            problems.append(f"{where}.{name}: only used with protocol {only}")
-        elif value:
-            options.append((key, "true"))
+        elif protocol not in only:
+            problems.append(f"{where}.{name}: only used with protocol {' or '.join(only)}")
+        elif value != default:
+            options.append((key, "true" if value else "false"))
+    return options
+
+
+def _debezium(
+    k: dict[str, object], protocol: str, where: str, problems: list[str]
+) -> list[tuple[str, str]]:
+    """The debezium handling modes, schema change topic and time zone."""
+    options: list[tuple[str, str]] = []
+    given = [n for n in (*DEBEZIUM_MODES, *_DEBEZIUM_TEXT) if k.get(n) is not None]
+    if protocol != "debezium":
+        problems += [f"{where}.{name}: only used with protocol debezium" for name in given]
+        return options
+    for name, (key, allowed) in DEBEZIUM_MODES.items():
+        value = k.get(name)
+        if value is None:
+            continue
+        if value not in allowed:
+            problems.append(f"{where}.{name}: {value!r} must be one of {', '.join(allowed)}")
+        else:
+            options.append((key, str(value)))
+    for name, key in _DEBEZIUM_TEXT.items():
+        value = k.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value:
+            problems.append(f"{where}.{name}: must be a non-empty string")
+        else:
+            options.append((key, value))
     return options
 
 
@@ -206,6 +268,12 @@ def _open_protocol(
     if protocol != "open-protocol":
         given = [name for name in _OPEN_ONLY if k.get(name) is not None]
         problems += [f"{where}.{name}: only used with protocol open-protocol" for name in given]
+        if protocol == "debezium" and k.get("largeMessageHandleOption", "none") != "none":
+            problems.append(
+                f"{where}.largeMessageHandleOption: protocol debezium has no claim check here "
+                "(a row over maxMessageBytes stops the changefeed naming it)"
+            )
+            return []
         if (
             k.get("largeMessageHandleOption") == "claim-check"
             and k.get("enableTidbExtension") is not True

@@ -281,3 +281,61 @@ async def test_a_missing_claim_check_claim_is_the_changefeeds_error() -> None:
         await sync._uri("ns", feed(_claim_check(), "third"), seen)
     await sync._uri("ns", feed({"protocol": "canal-json"}), seen)
     assert kube.gets == [("PersistentVolumeClaim", "big-rows")] * 2
+
+
+def test_debezium_options_reach_the_capture() -> None:
+    from tributary.sinks.kafka.debezium_sink import DebeziumSettings
+
+    f = feed(
+        {
+            "protocol": "debezium",
+            "enableTidbExtension": True,
+            "debeziumDisableSchema": False,
+            "debeziumOutputOldValue": False,
+            "debeziumTombstonesOnDelete": True,
+            "debeziumPropagateSourceType": True,
+            "debeziumDecimalHandlingMode": "string",
+            "debeziumBigintUnsignedHandlingMode": "precise",
+            "debeziumBinaryHandlingMode": "hex",
+            "debeziumSchemaChangeTopic": "ddl",
+            "timeZone": "Asia/Shanghai",
+        }
+    )
+    uri = sink_uri(f)
+    assert uri == (
+        "kafka://k-0:9092/orders?protocol=debezium&enable-tidb-extension=true"
+        "&debezium-output-old-value=false&debezium-tombstones-on-delete=true"
+        "&debezium-propagate-source-type=true&debezium-decimal-handling-mode=string"
+        "&debezium-bigint-unsigned-handling-mode=precise&debezium-binary-handling-mode=hex"
+        "&debezium-schema-change-topic=ddl&time-zone=Asia%2FShanghai"
+    )
+    assert read_back(uri).extension
+    query = dict(p.split("=", 1) for p in urlsplit(uri).query.split("&"))
+    d = DebeziumSettings({k: v.replace("%2F", "/") for k, v in query.items()})
+    assert (d.old_value, d.tombstones, d.schema_change_topic) == (False, True, "ddl")
+    assert (d.options.decimal, d.options.unsigned_bigint, d.options.binary) == (
+        "string", "precise", "hex"
+    )  # fmt: skip
+    assert d.options.propagate
+    assert sink_uri(feed({"protocol": "debezium", "debeziumOutputOldValue": True})) == (
+        "kafka://k-0:9092/orders?protocol=debezium"
+    )
+
+
+def test_debezium_misuse_is_listed() -> None:
+    text = problems_of(
+        {
+            **BASE,
+            "protocol": "debezium",
+            "debeziumDecimalHandlingMode": "exact",
+            "timeZone": "",
+            "contentCompatible": True,
+            "largeMessageHandleOption": "claim-check",
+        }
+    )
+    assert "kafka.debeziumDecimalHandlingMode: 'exact' must be one of precise, string" in text
+    assert "kafka.timeZone: must be a non-empty string" in text
+    assert "kafka.contentCompatible: only used with protocol canal-json" in text
+    assert "protocol debezium has no claim check here" in text
+    other = problems_of({**BASE, "protocol": "canal-json", "debeziumSchemaChangeTopic": "x"})
+    assert "kafka.debeziumSchemaChangeTopic: only used with protocol debezium" in other
