@@ -3,7 +3,8 @@
 The arbiter's reading of tidb-binlog's secondary binlog (``services.arbiter.syncer.decode``:
 every refusal a ``MalformedMessage``; ``secondary_read``: the hand-written reader against the
 generated classes, the same transaction or both refusing), canal-json and Open Protocol
-decoding (the Kafka sinks read messages back to rebuild the upstream), reparo's reading of a pb
+decoding (the Kafka sinks read messages back to rebuild the upstream), the debezium sink's
+reading of column defaults from the DDL text it carries, reparo's reading of a pb
 binlog file (a segment written whole, then ``read_txns``), the TiDB row formats a drainer
 decodes, the payloads the pump takes (``WriteBinlogReq`` then the binlog header) and the
 drainer pulls.
@@ -24,6 +25,7 @@ from tests.support import secondary_reference
 from tributary.change import ColumnInfo, Ddl, RowChange, RowKind, TableInfo, Txn
 from tributary.sinks.file import binlogfile, pbcodec
 from tributary.sinks.kafka import canal, openproto, secondary
+from tributary.sinks.kafka.debezium_defaults import DefaultsFromDdl
 from tributary.tidbcodec import row as tidbrow
 from tributary.tidbcodec.datum import BytesDatum, IntDatum, NullDatum
 from tributary.wire import peek, views
@@ -93,6 +95,24 @@ def canal_seeds() -> list[bytes]:
     cols = canal.Columns.of(_T)
     rows = [canal.encode_row(r, 10, cols, extension=e) for r in _ROWS for e in (False, True)]
     return [*rows, canal.encode_ddl(_DDL, 11, extension=True), canal.encode_watermark(12)]
+
+
+def debezium_defaults(raw: bytes) -> None:
+    """DDL text as the debezium sink reads column defaults from it: never an exception."""
+    defaults = DefaultsFromDdl()
+    for query in raw.decode("utf-8", "replace").split("\n"):
+        defaults.observe(Ddl("shop", query))
+    defaults.of("shop", "orders")
+
+
+def debezium_defaults_seeds() -> list[bytes]:
+    return [
+        b"CREATE TABLE orders (id INT PRIMARY KEY, n INT NOT NULL DEFAULT 7, c VARCHAR(9) "
+        b"DEFAULT _utf8mb4'x', at DATETIME DEFAULT CURRENT_TIMESTAMP(3), b BIT(3) DEFAULT b'1')",
+        b"ALTER TABLE orders ADD COLUMN m INT DEFAULT -1, ADD (o INT DEFAULT 1, p TEXT), "
+        b"ALTER COLUMN n SET DEFAULT 3, CHANGE c d VARCHAR(9) DEFAULT 'y', DROP COLUMN p\n"
+        b"RENAME TABLE orders TO o2, o2 TO orders\nDROP DATABASE shop",
+    ]
 
 
 def open_message(raw: bytes) -> None:

@@ -102,6 +102,7 @@ TARGETS: dict[str, tuple[Callable[[bytes], object], list[bytes]]] = {
     "secondary_read": (msg.secondary_read, msg.secondary_read_seeds()),
     "canal_json": (msg.canal_message, msg.canal_seeds()),
     "open_protocol": (msg.open_message, msg.open_seeds()),
+    "debezium_defaults": (msg.debezium_defaults, msg.debezium_defaults_seeds()),
     "reparo_file": (msg.reparo_file, msg.reparo_seeds()),
     **{name: (partial(from_toml, cls), seeds) for name, (cls, seeds) in cfg.SETTINGS.items()},
     "changefeed_toml": (cfg.changefeed_toml, cfg.CHANGEFEED_SEEDS),
