@@ -1,5 +1,6 @@
 """What the kopf handlers share: the Kubernetes client, the HTTP session, the condition writers,
-the changefeed sync and the ``Reconciler``, built once at startup and closed at cleanup.
+the changefeed sync, the ``Reconciler``, the rolling update's driver and a lock per cluster,
+built once at startup and closed at cleanup.
 
 ``handlers`` (BinlogCluster) and ``nodehandlers`` (Pump, Drainer) both take it from
 ``memo.ctx``. Invariant: the reporting methods never raise for a failed status write (it is
@@ -8,6 +9,7 @@ logged), so a handler's own error and its event still go out.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,6 +25,7 @@ from binlog_operator.noderes import DrainerProblem
 from binlog_operator.options import Options
 from binlog_operator.pumps import HttpCloser, Target, addresses_from_env
 from binlog_operator.reconcile import Reconciler
+from binlog_operator.rolling import Rollout
 from binlog_operator.scaledown import PumpCloser
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv
@@ -48,6 +51,10 @@ class Context:
             return HttpCloser(self.http, addresses, target)
 
         self.feeds = FeedSync(self.kube, self.http, addresses, _open_kv, options.etcd_timeout)
+        self.rollout = Rollout(
+            self.kube, _open_kv, etcd_timeout=options.etcd_timeout, max_lag=options.roll_max_lag
+        )
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self.reconciler = Reconciler(
             self.kube,
             _open_kv,
@@ -59,6 +66,16 @@ class Context:
             drainer_close_timeout=options.drainer_close_timeout,
             spark_account=options.spark_account,
         )
+
+    def lock(self, namespace: str, cluster: str) -> asyncio.Lock:
+        """The cluster's lock: held around every apply of its StatefulSets and every step of
+        its roll, so a step never lowers a partition an apply is about to set."""
+        return self._locks.setdefault((namespace, cluster), asyncio.Lock())
+
+    def forget(self, namespace: str, cluster: str) -> None:
+        """Drop the cluster's lock and condition writer (it is gone)."""
+        self._locks.pop((namespace, cluster), None)
+        self.conditions.forget(namespace, cluster)
 
     async def report(self, namespace: str, name: str, *changes: Change) -> None:
         """Set conditions on an error path: a failure to write them is logged, not raised,

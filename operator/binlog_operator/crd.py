@@ -229,6 +229,11 @@ STATUS = obj(
             "items": obj({"id": STR, "configHash": STR}),
             "description": "the changefeeds the operator created (only those it removes)",
         },
+        "images": obj(
+            {c: STR for c in ("pumps", "drainers", "captures")},
+            description="per component, the image versions (tags) its pods run; two, "
+            "comma-separated, while a rolling update replaces them",
+        ),
         "conditions": {"type": "array", "items": CONDITION},
     },
 )
@@ -247,6 +252,9 @@ def crd() -> dict[str, Any]:
         {"name": "Online", "type": "string", "jsonPath": ".status.pumpsOnline"},
         {"name": "Drainers", "type": "string", "jsonPath": ".status.drainersOnline"},
         {"name": "Ready", "type": "string", "jsonPath": ready},
+        {"name": "Pump Version", "type": "string", "jsonPath": ".status.images.pumps"},
+        {"name": "Drainer Version", "type": "string", "jsonPath": ".status.images.drainers"},
+        {"name": "Capture Version", "type": "string", "jsonPath": ".status.images.captures"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
     return definition(KIND, PLURAL, ["bc"], SPEC, STATUS, {"status": {}, "scale": scale}, columns)

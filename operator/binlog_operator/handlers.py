@@ -1,7 +1,8 @@
 """kopf handlers for BinlogCluster: thin translations between kopf and ``Reconciler``.
 
 Run with ``kopf run -m binlog_operator.handlers --all-namespaces`` (or ``--namespace``); it
-imports ``nodehandlers``, so the Pump and Drainer handlers are registered too.
+imports ``nodehandlers`` and ``rollhandlers``, so the Pump and Drainer handlers and the rolling
+update's timer are registered too.
 Invariant: every handler outcome is visible on the resource: a bad spec sets Degraded/InvalidSpec
 and stops retrying (PermanentError); a failed scale-down, a removed drainer that cannot be taken
 offline, or an unreachable API/etcd sets Degraded with the reason, posts a Warning event and
@@ -22,7 +23,8 @@ from typing import Any
 
 import kopf
 
-import binlog_operator.nodehandlers  # noqa: F401  (registers the Pump/Drainer handlers)
+import binlog_operator.nodehandlers  # registers the Pump/Drainer handlers
+import binlog_operator.rollhandlers  # noqa: F401  (registers the rolling update's timer)
 from binlog_operator import DRAINER_KIND, GROUP, PLURAL, VERSION
 from binlog_operator.conditions import Change
 from binlog_operator.configs import drainer_name
@@ -101,7 +103,10 @@ async def reconcile(
     ctx: Context = memo.ctx
     assert namespace is not None  # BinlogCluster is namespaced
     try:
-        outcome = await ctx.reconciler.reconcile(name, namespace, meta["uid"], dict(body["spec"]))
+        async with ctx.lock(namespace, name):
+            outcome = await ctx.reconciler.reconcile(
+                name, namespace, meta["uid"], dict(body["spec"])
+            )
     except SpecError as e:
         await ctx.report(namespace, name, Change("Degraded", True, "InvalidSpec", str(e)))
         kopf.warn(body, reason="InvalidSpec", message=str(e))
@@ -178,7 +183,7 @@ async def teardown(
         raise kopf.TemporaryError(str(e), delay=OPTIONS.retry_delay) from e
     await _close_drainers(ctx, body, name, namespace, meta["uid"])
     await ctx.reconciler.nodes.delete_owned(name, namespace, meta["uid"])
-    ctx.conditions.forget(namespace, name)
+    ctx.forget(namespace, name)
 
 
 async def _close_drainers(

@@ -2,7 +2,8 @@
 
 kopf watches and patches BinlogClusters itself; this client does the rest: server-side apply of
 the children (one field manager, forced, so the operator's intent always wins over stale
-managers), reads, label-selected lists and deletes of them, and the read-modify-write of a
+managers), reads, label-selected lists (pods too) and deletes of them, a merge patch with a
+resourceVersion precondition (a rolling update's next partition), and the read-modify-write of a
 status subresource of a BinlogCluster, Pump or Drainer (``get_status``/``patch_status`` with a
 resourceVersion precondition; a lost race is ``KubeError.conflict``). Invariant: every failure
 surfaces as ``KubeError`` whose ``retriable`` comes from the HTTP status (429, 5xx, connection
@@ -42,6 +43,7 @@ _PLURALS = {
     ("v1", "Service"): "services",
     ("v1", "Secret"): "secrets",
     ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
+    ("v1", "Pod"): "pods",
     ("apps/v1", "StatefulSet"): "statefulsets",
     (f"{GROUP}/{VERSION}", KIND): PLURAL,
     (f"{GROUP}/{VERSION}", PUMP_KIND): PUMP_PLURAL,
@@ -150,6 +152,26 @@ class KubeClient:
         assert found is not None
         items: list[dict[str, Any]] = found.get("items") or []
         return items
+
+    async def patch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        resource_version: str,
+        changes: dict[str, Any],
+    ) -> None:
+        """Merge ``changes`` into the object if it is still at ``resource_version`` (KubeError
+        with ``conflict`` if it moved on), as the operator's field manager."""
+        body = {**changes, "metadata": {"resourceVersion": resource_version}}
+        await self._call(
+            "PATCH",
+            path(api_version, kind, namespace, name),
+            params={"fieldManager": MANAGER},
+            data=json.dumps(body),
+            content_type="application/merge-patch+json",
+        )
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
         """Delete (dependents in the background); False if it was not there."""

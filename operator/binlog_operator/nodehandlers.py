@@ -91,9 +91,10 @@ async def run_drainer(
             names = {str(e["name"]) for e in entries}
             uid = cluster["metadata"]["uid"]
             try:
-                problem = await ctx.reconciler.nodes.run_drainer(
-                    cluster_name, namespace, uid, spec, names, body
-                )
+                async with ctx.lock(namespace, cluster_name):  # its partition vs the roll's
+                    problem = await ctx.reconciler.nodes.run_drainer(
+                        cluster_name, namespace, uid, spec, names, body
+                    )
             except KubeError as e:
                 problem = DrainerProblem("ApiError", str(e)[:500], permanent=False)
     if problem is not None:

@@ -5,8 +5,10 @@ entry (owned by the cluster); a Drainer may also exist on its own. ``run_drainer
 Drainer's ConfigMap, Service and StatefulSet (owned by that Drainer) from its spec and its
 cluster's, the same way for both. Invariants: a Drainer's problem (bad spec, a name already run
 by another Drainer, a missing cluster) is returned as a ``DrainerProblem`` for that Drainer
-alone, never raised for the cluster; and a drainer's objects are never applied over, or deleted
-from under, another Drainer's (the StatefulSet's controller says whose they are).
+alone, never raised for the cluster, and nothing of it is applied; a drainer's objects are never
+applied over, or deleted from under, another Drainer's (the StatefulSet's controller says whose
+they are); and its StatefulSet is applied with the partition ``rollviews.with_rollout`` gives,
+so a changed template waits for the roll.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from binlog_operator.nodes import (
     owner_ref,
     pump_resource,
 )
+from binlog_operator.rollviews import with_rollout
 from binlog_operator.spec import ClusterSpec, SpecError, parse_drainer
 
 log = logging.getLogger(__name__)
@@ -150,7 +153,8 @@ class NodeResources:
         except SpecError as e:
             return DrainerProblem("InvalidSpec", str(e))
         sts = drainer_name(cluster, name)
-        other = await self._controller(namespace, sts)
+        live = await self._kube.get("apps/v1", "StatefulSet", namespace, sts)
+        other = _controller_of(live)
         if other is not None and other.get("kind") == DRAINER_KIND and other["uid"] != md["uid"]:
             return DrainerProblem(
                 "NameTaken", f"{sts} is already run by Drainer {other.get('name')}"
@@ -158,7 +162,8 @@ class NodeResources:
         owner = owner_ref(DRAINER_KIND, md["name"], md["uid"])
         for obj in drainer_objects(cluster, namespace, spec, drainer, owner):
             if obj["kind"] == "StatefulSet":
-                await keep_claims(self._kube, obj)
+                with_rollout(obj, live)
+                keep_claims(obj, live)
             await self._kube.apply(obj)
         return None
 
@@ -182,15 +187,25 @@ class NodeResources:
         return True
 
     async def _controller(self, namespace: str, sts: str) -> dict[str, Any] | None:
-        found = await self._kube.get("apps/v1", "StatefulSet", namespace, sts)
-        refs = (found or {}).get("metadata", {}).get("ownerReferences") or []
-        return next((dict(r) for r in refs if r.get("controller")), None)
+        return _controller_of(await self._kube.get("apps/v1", "StatefulSet", namespace, sts))
 
 
-async def keep_claims(kube: KubeClient, obj: dict[str, Any]) -> None:
-    """A StatefulSet's volumeClaimTemplates cannot change: keep the live ones."""
+def _controller_of(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    refs = (found or {}).get("metadata", {}).get("ownerReferences") or []
+    return next((dict(r) for r in refs if r.get("controller")), None)
+
+
+async def prepare_set(kube: KubeClient, obj: dict[str, Any]) -> None:
+    """Before a StatefulSet is applied: its live claim templates kept (they cannot change) and
+    its rollout set (template hash, partition: ``rollviews.with_rollout``)."""
     md = obj["metadata"]
     live = await kube.get("apps/v1", "StatefulSet", md["namespace"], md["name"])
+    with_rollout(obj, live)
+    keep_claims(obj, live)
+
+
+def keep_claims(obj: dict[str, Any], live: Mapping[str, Any] | None) -> None:
+    """A StatefulSet's volumeClaimTemplates cannot change: keep the live ones."""
     if live is None or "volumeClaimTemplates" not in live["spec"]:
         return
     kept = [
@@ -199,7 +214,9 @@ async def keep_claims(kube: KubeClient, obj: dict[str, Any]) -> None:
     ]
     if _requests(obj["spec"].get("volumeClaimTemplates", [])) != _requests(kept):
         log.warning(
-            "%s: storage cannot change on a StatefulSet; keeping %s", md["name"], _requests(kept)
+            "%s: storage cannot change on a StatefulSet; keeping %s",
+            obj["metadata"]["name"],
+            _requests(kept),
         )
     obj["spec"]["volumeClaimTemplates"] = kept
 

@@ -32,6 +32,12 @@ class Options:
     spark_account: str = DEFAULT_SPARK_ACCOUNT
     """Default service account of a drainer's Kubernetes catch-up: the chart's Spark account
     (``BINLOG_OPERATOR_SPARK_SERVICE_ACCOUNT``)."""
+    roll_interval: float = 5.0
+    """Seconds between two looks at a rolling update, each lowering a partition at most once
+    (``BINLOG_OPERATOR_ROLL_INTERVAL``)."""
+    roll_max_lag: float = 30.0
+    """Seconds a replaced pump's max commit ts (a drainer's checkpoint) may be behind its update
+    ts for the roll to go on to the next pod (``BINLOG_OPERATOR_ROLL_MAX_LAG``)."""
 
 
 def from_env(env: Mapping[str, str] = os.environ) -> Options:
@@ -53,4 +59,6 @@ def from_env(env: Mapping[str, str] = os.environ) -> Options:
         etcd_timeout=num("ETCD_TIMEOUT", d.etcd_timeout),
         drainer_close_timeout=num("DRAINER_CLOSE_TIMEOUT", d.drainer_close_timeout),
         spark_account=env.get("BINLOG_OPERATOR_SPARK_SERVICE_ACCOUNT", d.spark_account),
+        roll_interval=num("ROLL_INTERVAL", d.roll_interval),
+        roll_max_lag=num("ROLL_MAX_LAG", d.roll_max_lag),
     )

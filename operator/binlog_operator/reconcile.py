@@ -8,7 +8,9 @@ that left the spec keeps its objects until it is offline in the registry (closed
 HTTP API first); a failure keeps them and is returned the same way. With ``spec.tls.secretName``
 the pumps and drainers are reached over HTTPS with the Secret's CA and client certificate.
 A deleted cluster's pumps are closed first (a failure blocks the deletion), then its drainers,
-best effort within ``drainer_close_timeout`` (``teardown``).
+best effort within ``drainer_close_timeout`` (``teardown``). Every StatefulSet is applied with
+its rollout partition (``rollviews.with_rollout``): a changed pod template replaces no pod until
+the roll (``rolling``) reaches it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from binlog_operator.configs import (
 from binlog_operator.drainers import delete_drainer, drainer_pod, stale_drainers
 from binlog_operator.kube import KubeClient, KubeError
 from binlog_operator.manifests import build, pump_name, pump_pod
-from binlog_operator.noderes import DrainerProblem, NodeResources, keep_claims
+from binlog_operator.noderes import DrainerProblem, NodeResources, prepare_set
 from binlog_operator.nodes import Observed, drainer_of, owned_by
 from binlog_operator.pumps import Target
 from binlog_operator.scaledown import PumpCloser, ScaleDownError, close_pumps, pods_to_close
@@ -114,7 +116,7 @@ class Reconciler:
                 removed_pumps = current
         for obj in build(name, namespace, uid, spec, replicas):
             if obj["kind"] == "StatefulSet":
-                await keep_claims(self._kube, obj)
+                await prepare_set(self._kube, obj)
             await self._kube.apply(obj)
         if removed_pumps:
             # Only once the StatefulSet says fewer replicas: a status pass that reads the Pumps

@@ -142,8 +142,12 @@ ALLOWED = [
     ("update", "drainers.binlog.io/finalizers"),
     ("list", "customresourcedefinitions.apiextensions.k8s.io"),
     ("watch", "namespaces"),
+    # a rolling update reads the pods of the StatefulSets it steps
+    ("get", "pods"),
+    ("list", "pods"),
 ]
 DENIED = [
+    ("watch", "pods"),
     ("delete", "binlogclusters.binlog.io"),
     ("create", "binlogclusters.binlog.io"),
     ("watch", "statefulsets.apps"),

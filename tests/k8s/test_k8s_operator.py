@@ -123,15 +123,18 @@ def test_apply_edit_scale_and_report(
         # status is patched when the reconcile handler returns, a moment after the StatefulSet
         table = eventually(
             lambda: (
-                (t := kube.kubectl("get", "bc", "-n", ns).stdout.split())[7:10] == ["c1", "2", "2"]
+                (t := kube.kubectl("get", "bc", "-n", ns).stdout.split())[13:16] == ["c1", "2", "2"]
                 and t
             ),
             "kubectl get bc shows 2 current pumps",
         )
-        assert table[:7] == ["NAME", "PUMPS", "CURRENT", "ONLINE", "DRAINERS", "READY", "AGE"]
+        assert table[:13] == [
+            *("NAME", "PUMPS", "CURRENT", "ONLINE", "DRAINERS", "READY"),
+            *("PUMP", "VERSION", "DRAINER", "VERSION", "CAPTURE", "VERSION", "AGE"),
+        ]
         # 2 pump pods, none online; 2 Drainers, none online
         eventually(
-            lambda: kube.kubectl("get", "bc", "-n", ns).stdout.split()[10:12] == ["0/2", "0/2"],
+            lambda: kube.kubectl("get", "bc", "-n", ns).stdout.split()[16:18] == ["0/2", "0/2"],
             "pumps and drainers summed up",
         )
         assert not kube.get("pump", "c1-pump-2", "-n", ns)  # scaled away with its pod
