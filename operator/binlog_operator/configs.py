@@ -43,6 +43,10 @@ SINK_URI_ENV = "DRAINER_SYNCER_SINK_URI"
 T = TypeVar("T")
 
 _MANAGED = ("addr", "advertise-addr", "status-addr", "data-dir", "node-id", "pd-urls")
+_WHY = {  # why a managed key cannot be set: the refusal says it
+    "data-dir": f" (the data is on the pod's volume at {DATA_DIR}: it cannot move in place)",
+    "pd-urls": " (spec.etcd.endpoints)",
+}
 _CATCHUP_MANAGED = ("enabled",)
 _K8S_CATCHUP_MANAGED = ("enabled", "staging-dir", "kubernetes")
 
@@ -153,7 +157,9 @@ def _merge(
 ) -> dict[str, Any]:
     clash = sorted(k for k in user if k in _MANAGED)
     if clash:
-        raise SpecError([f"{where}.{k}: managed by the operator, remove it" for k in clash])
+        raise SpecError(
+            [f"{where}.{k}: managed by the operator{_WHY.get(k, '')}, remove it" for k in clash]
+        )
     doc = {**user, **managed}
     if spec.tls_secret:
         security = dict(doc.get("security") or {})

@@ -234,6 +234,16 @@ STATUS = obj(
             description="per component, the image versions (tags) its pods run; two, "
             "comma-separated, while a rolling update replaces them",
         ),
+        "etcdEndpoints": {
+            "type": "array",
+            "items": STR,
+            "description": "the etcd endpoints of the last applied spec",
+        },
+        "clusterID": {
+            **STR,
+            "description": "the cluster id stored in that etcd (pumps' binlogs belong to it; "
+            "an etcd holding another is refused)",
+        },
         "conditions": {"type": "array", "items": CONDITION},
     },
 )

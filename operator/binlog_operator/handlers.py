@@ -4,7 +4,9 @@ Run with ``kopf run -m binlog_operator.handlers --all-namespaces`` (or ``--names
 imports ``nodehandlers`` and ``rollhandlers``, so the Pump and Drainer handlers and the rolling
 update's timer are registered too.
 Invariant: every handler outcome is visible on the resource: a bad spec sets Degraded/InvalidSpec
-and stops retrying (PermanentError); a failed scale-down, a removed drainer that cannot be taken
+and stops retrying (PermanentError); a change that cannot be made in place sets
+Degraded/ChangeRefused (nothing applied when it is the cluster's etcd; the rest applied when it
+is a volume or an entry's sink type); a failed scale-down, a removed drainer that cannot be taken
 offline, or an unreachable API/etcd sets Degraded with the reason, posts a Warning event and
 retries later (TemporaryError), leaving the pump StatefulSet (and the drainer's objects) as they
 were. Deleting a cluster closes its pumps (blocking until done, or until the skip annotation) and
@@ -30,11 +32,13 @@ from binlog_operator.conditions import Change
 from binlog_operator.configs import drainer_name
 from binlog_operator.context import Context
 from binlog_operator.feedsync import SyncOutcome, with_errors
+from binlog_operator.immutable import CHANGE_REFUSED, ChangeRefused
 from binlog_operator.kube import Credentials, KubeError, ca_pem
 from binlog_operator.manifests import pump_pod, pump_selector
 from binlog_operator.noderes import sync_statuses
 from binlog_operator.nodes import drainer_of
 from binlog_operator.options import Options, from_env
+from binlog_operator.reconcile import Recorded
 from binlog_operator.scaledown import ScaleDownError
 from binlog_operator.spec import SpecError
 from binlog_operator.status import node_entries, online, readiness
@@ -44,6 +48,16 @@ log = logging.getLogger(__name__)
 OPTIONS: Options = from_env()
 SKIP_OFFLINE = "binlog.io/skip-pump-offline"
 RESOURCE = (GROUP, VERSION, PLURAL)
+
+
+def recorded(body: kopf.Body) -> Recorded:
+    """The etcd endpoints last applied and the cluster id read there (status)."""
+    status = body.get("status") or {}
+    cluster_id = status.get("clusterID")
+    return Recorded(
+        tuple(sorted(str(e) for e in status.get("etcdEndpoints") or ())),
+        str(cluster_id) if cluster_id else None,
+    )
 
 
 def managed_feeds(body: kopf.Body) -> dict[str, str]:
@@ -105,12 +119,18 @@ async def reconcile(
     try:
         async with ctx.lock(namespace, name):
             outcome = await ctx.reconciler.reconcile(
-                name, namespace, meta["uid"], dict(body["spec"])
+                name, namespace, meta["uid"], dict(body["spec"]), recorded(body)
             )
     except SpecError as e:
         await ctx.report(namespace, name, Change("Degraded", True, "InvalidSpec", str(e)))
         kopf.warn(body, reason="InvalidSpec", message=str(e))
         raise kopf.PermanentError(f"invalid spec: {e}") from e
+    except ChangeRefused as e:
+        await ctx.report(namespace, name, Change("Degraded", True, CHANGE_REFUSED, str(e)[:1000]))
+        kopf.warn(body, reason=CHANGE_REFUSED, message=str(e)[:1000])
+        if e.retriable:
+            raise kopf.TemporaryError(str(e), delay=OPTIONS.retry_delay) from e
+        raise kopf.PermanentError(f"change refused: {e}") from e
     except KubeError as e:
         await ctx.report(namespace, name, Change("Degraded", True, "ApiError", str(e)[:500]))
         if not e.retriable:
@@ -122,6 +142,7 @@ async def reconcile(
     for drainer, problem in outcome.drainers.items():
         await ctx.report_node(DRAINER_KIND, namespace, drainer, problem)
     patch.status["observedGeneration"] = meta.get("generation")
+    patch.status["etcdEndpoints"] = list(outcome.spec.etcd_endpoints)
     wanted = outcome.spec.pumps.replicas
     for drainer in outcome.removed_drainers:
         kopf.info(body, reason="DrainerRemoved", message=f"drainer {drainer} offline and deleted")
@@ -148,11 +169,16 @@ async def reconcile(
         )
         kopf.warn(body, reason="DrainerRemovalFailed", message=message)
         raise kopf.TemporaryError(message, delay=OPTIONS.retry_delay)
+    degraded = Change("Degraded", False, "Reconciled")
+    if outcome.refused:  # the rest is applied; these stay as they run until the spec is fixed
+        message = "; ".join(outcome.refused)[:1000]
+        degraded = Change("Degraded", True, CHANGE_REFUSED, message)
+        kopf.warn(body, reason=CHANGE_REFUSED, message=message)
     try:
         await ctx.conditions.set(
             namespace,
             name,
-            Change("Degraded", False, "Reconciled"),
+            degraded,
             Change("Progressing", False, "Reconciled", f"{wanted} pumps applied"),
         )
     except KubeError as e:
@@ -248,6 +274,9 @@ async def refresh_status(
     declared = [f.id for f in spec.captures.changefeeds]
     errors = synced.errors if synced is not None else {}
     patch.status["changefeeds"] = with_errors(seen.changefeeds, declared, errors)
+    applied = recorded(body).etcd_endpoints == tuple(sorted(spec.etcd_endpoints))
+    if seen.cluster_id is not None and applied:
+        patch.status["clusterID"] = str(seen.cluster_id)  # read where the pumps were applied
     patch.status["pumpsOnline"] = f"{online(seen.pumps, pods)}/{len(pods)}"
     patch.status["drainersOnline"] = f"{online(seen.drainers)}/{len(drainers)}"
     try:

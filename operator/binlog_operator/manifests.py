@@ -9,7 +9,8 @@ scale-down has closed the pumps it removes), and a scale-down deletes the remove
 claims (``PUMP_CLAIM_RETENTION``). A drainer with a Kubernetes catch-up runs as its Spark
 service account, mounts the staging claim at the path its config names, and knows its pod's
 name, namespace and IP from the downward API: what the job's driver, in that pod, needs to create
-executor pods that mount the same claim at the same path. The object shapes are in ``objects``.
+executor pods that mount the same claim at the same path. A drainer's StatefulSet records its
+sink type (``immutable.SINK_TYPE``). The object shapes are in ``objects``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from binlog_operator.configs import (
     drainer_toml,
     pump_toml,
 )
+from binlog_operator.immutable import SINK_TYPE, sink_type
 from binlog_operator.objects import Obj, Pod, config_map, service, stateful_set
 from binlog_operator.spec import ClusterSpec, DrainerSpec
 from tributary.image import IMAGE_UID
@@ -149,11 +151,11 @@ def _drainer(cluster: str, namespace: str, spec: ClusterSpec, d: DrainerSpec) ->
             pod, env=(*pod.env, {"name": SINK_URI_ENV, "valueFrom": {"secretKeyRef": ref}})
         )
     pod = _with_catchup(_with_kafka(pod, d), d)
-    return [
-        config_map(name, lbl, "drainer.toml", cfg),
-        service(name, lbl, ports),
-        stateful_set(name, lbl, 1, pod, d.storage),
-    ]
+    sts = stateful_set(name, lbl, 1, pod, d.storage)
+    kind = sink_type(d)
+    if kind is not None:  # what a later edit may not change once there is a checkpoint
+        sts["metadata"]["annotations"] = {SINK_TYPE: kind}
+    return [config_map(name, lbl, "drainer.toml", cfg), service(name, lbl, ports), sts]
 
 
 def _captures(cluster: str, spec: ClusterSpec) -> list[Obj]:

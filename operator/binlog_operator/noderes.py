@@ -4,11 +4,11 @@ The cluster reconcile applies one Pump per pump pod and one Drainer per ``spec.d
 entry (owned by the cluster); a Drainer may also exist on its own. ``run_drainer`` renders one
 Drainer's ConfigMap, Service and StatefulSet (owned by that Drainer) from its spec and its
 cluster's, the same way for both. Invariants: a Drainer's problem (bad spec, a name already run
-by another Drainer, a missing cluster) is returned as a ``DrainerProblem`` for that Drainer
-alone, never raised for the cluster, and nothing of it is applied; a drainer's objects are never
-applied over, or deleted from under, another Drainer's (the StatefulSet's controller says whose
-they are); and its StatefulSet is applied with the partition ``rollviews.with_rollout`` gives,
-so a changed template waits for the roll.
+by another Drainer, a missing cluster, a sink type change once it has a checkpoint) is returned
+as a ``DrainerProblem`` for that Drainer alone, never raised for the cluster, and nothing of it
+is applied; a drainer's objects are never applied over, or deleted from under, another
+Drainer's (the StatefulSet's controller says whose they are); and its StatefulSet is applied with
+the partition ``rollviews.with_rollout`` gives, so a changed template waits for the roll.
 """
 
 from __future__ import annotations
@@ -21,6 +21,13 @@ from typing import Any
 from binlog_operator import DRAINER_KIND, PUMP_KIND
 from binlog_operator.configs import check_one_drainer, drainer_name
 from binlog_operator.drainers import delete_drainer, drainer_pod
+from binlog_operator.immutable import (
+    CHANGE_REFUSED,
+    running_sink_type,
+    sink_change,
+    sink_type,
+    storage_change,
+)
 from binlog_operator.kube import API_VERSION, KubeClient, KubeError
 from binlog_operator.manifests import drainer_objects, pump_pod
 from binlog_operator.nodes import (
@@ -159,6 +166,10 @@ class NodeResources:
             return DrainerProblem(
                 "NameTaken", f"{sts} is already run by Drainer {other.get('name')}"
             )
+        checkpoint = int((body.get("status") or {}).get("checkpointTS") or 0)
+        refused = sink_change(name, running_sink_type(live), sink_type(drainer), checkpoint)
+        if refused:
+            return DrainerProblem(CHANGE_REFUSED, refused)
         owner = owner_ref(DRAINER_KIND, md["name"], md["uid"])
         for obj in drainer_objects(cluster, namespace, spec, drainer, owner):
             if obj["kind"] == "StatefulSet":
@@ -195,34 +206,43 @@ def _controller_of(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return next((dict(r) for r in refs if r.get("controller")), None)
 
 
-async def prepare_set(kube: KubeClient, obj: dict[str, Any]) -> None:
+async def prepare_set(kube: KubeClient, obj: dict[str, Any]) -> str | None:
     """Before a StatefulSet is applied: its live claim templates kept (they cannot change) and
-    its rollout set (template hash, partition: ``rollviews.with_rollout``)."""
+    its rollout set (template hash, partition: ``rollviews.with_rollout``). Why a changed volume
+    request is not applied, or None."""
     md = obj["metadata"]
     live = await kube.get("apps/v1", "StatefulSet", md["namespace"], md["name"])
     with_rollout(obj, live)
-    keep_claims(obj, live)
+    return keep_claims(obj, live)
 
 
-def keep_claims(obj: dict[str, Any], live: Mapping[str, Any] | None) -> None:
-    """A StatefulSet's volumeClaimTemplates cannot change: keep the live ones."""
+def keep_claims(obj: dict[str, Any], live: Mapping[str, Any] | None) -> str | None:
+    """A StatefulSet's volumeClaimTemplates cannot change: keep the live ones; why the asked
+    ones are not applied (None when they are the same)."""
     if live is None or "volumeClaimTemplates" not in live["spec"]:
-        return
+        return None
     kept = [
         {"metadata": {"name": c["metadata"]["name"]}, "spec": c["spec"]}
         for c in live["spec"]["volumeClaimTemplates"]
     ]
-    if _requests(obj["spec"].get("volumeClaimTemplates", [])) != _requests(kept):
-        log.warning(
-            "%s: storage cannot change on a StatefulSet; keeping %s",
-            obj["metadata"]["name"],
-            _requests(kept),
-        )
+    name = obj["metadata"]["name"]
+    refused = storage_change(
+        name, _requests(kept), _requests(obj["spec"].get("volumeClaimTemplates", []))
+    )
+    if refused:
+        log.warning("%s", refused)
     obj["spec"]["volumeClaimTemplates"] = kept
+    return refused
 
 
-def _requests(claims: list[dict[str, Any]]) -> list[tuple[object, object]]:
-    return [(c["spec"].get("resources"), c["spec"].get("storageClassName")) for c in claims]
+def _requests(claims: list[dict[str, Any]]) -> str:
+    """The claims' requests as the refusal names them, e.g. ``data: 1Gi``."""
+    shown = []
+    for c in claims:
+        size = ((c["spec"].get("resources") or {}).get("requests") or {}).get("storage")
+        cls = c["spec"].get("storageClassName")
+        shown.append(f"{c['metadata']['name']}: {size}" + (f" ({cls})" if cls else ""))
+    return ", ".join(shown) or "none"
 
 
 async def sync_statuses(kube: KubeClient, cluster: str, seen: Observed, now_ms: int) -> None:

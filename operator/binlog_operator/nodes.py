@@ -34,8 +34,8 @@ UNREGISTERED = "unregistered"
 @dataclass(frozen=True)
 class Observed:
     """A cluster as one status pass read it: the pump StatefulSet's replicas, the registry
-    records of its pumps and drainers, the capture cluster's changefeeds, and its Pump and
-    Drainer resources."""
+    records of its pumps and drainers, the capture cluster's changefeeds, its Pump and
+    Drainer resources, and the cluster id in its etcd."""
 
     pump_replicas: int
     pumps: list[NodeStatus]
@@ -43,6 +43,7 @@ class Observed:
     changefeeds: list[dict[str, Any]]
     pump_resources: list[Mapping[str, Any]] = field(default_factory=list)
     drainer_resources: list[Mapping[str, Any]] = field(default_factory=list)
+    cluster_id: int | None = None  # the cluster id stored in its etcd (None: none yet)
 
 
 def owner_ref(kind: str, name: str, uid: str) -> Obj:

@@ -8,9 +8,10 @@ that left the spec keeps its objects until it is offline in the registry (closed
 HTTP API first); a failure keeps them and is returned the same way. With ``spec.tls.secretName``
 the pumps and drainers are reached over HTTPS with the Secret's CA and client certificate.
 A deleted cluster's pumps are closed first (a failure blocks the deletion), then its drainers,
-best effort within ``drainer_close_timeout`` (``teardown``). Every StatefulSet is applied with
-its rollout partition (``rollviews.with_rollout``): a changed pod template replaces no pod until
-the roll (``rolling``) reaches it.
+best effort within ``drainer_close_timeout`` (``teardown``). Nothing is applied when the spec's
+etcd holds another cluster id than the one recorded (``immutable.etcd_change``), and every
+StatefulSet is applied with its rollout partition (``rollviews.with_rollout``): a changed pod
+template replaces no pod until the roll (``rolling``) reaches it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from binlog_operator.configs import (
     drainer_name,
 )
 from binlog_operator.drainers import delete_drainer, drainer_pod, stale_drainers
+from binlog_operator.immutable import CHANGE_REFUSED, ChangeRefused, etcd_change
 from binlog_operator.kube import KubeClient, KubeError
 from binlog_operator.manifests import build, pump_name, pump_pod
 from binlog_operator.noderes import DrainerProblem, NodeResources, prepare_set
@@ -40,6 +42,7 @@ from binlog_operator.scaledown import PumpCloser, ScaleDownError, close_pumps, p
 from binlog_operator.spec import DEFAULT_SPARK_ACCOUNT, ClusterSpec, SpecError, parse_cluster
 from binlog_operator.teardown import close_within
 from binlog_operator.tlsctx import context_for
+from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.kv import Kv, KvError
 from tributary.registry.registry import NodeRegistry, RegistryError
 from tributary.registry.status import NodeKind, NodeState, StatusError
@@ -60,6 +63,16 @@ class Outcome:
     drainer_count: int = 0  # spec.drainers entries
     # each Drainer of the cluster (resource name): its problem, None when it runs as specified
     drainers: dict[str, DrainerProblem | None] = field(default_factory=dict)
+    refused: tuple[str, ...] = ()  # changes not applied because they cannot be made in place
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the cluster's status says was applied: the etcd endpoints of the last successful
+    reconcile and the cluster id read there (None: not read yet)."""
+
+    etcd_endpoints: tuple[str, ...] = ()
+    cluster_id: str | None = None
 
 
 class Reconciler:
@@ -96,12 +109,21 @@ class Reconciler:
     ) -> tuple[ClusterSpec, tuple[dict[str, Any], ...]]:
         return parse_cluster(raw, self._image)
 
-    async def reconcile(self, name: str, namespace: str, uid: str, raw: dict[str, Any]) -> Outcome:
+    async def reconcile(
+        self,
+        name: str,
+        namespace: str,
+        uid: str,
+        raw: dict[str, Any],
+        recorded: Recorded | None = None,
+    ) -> Outcome:
         """Apply every object, the Pump and Drainer resources and every Drainer's objects;
-        raises SpecError (bad cluster spec) or KubeError. A Drainer's own problem is returned
-        in ``Outcome.drainers``."""
+        raises SpecError (bad cluster spec), ChangeRefused (an etcd holding another cluster id
+        than ``recorded``: nothing applied) or KubeError. A Drainer's own problem is returned in
+        ``Outcome.drainers``, a volume that cannot change in ``Outcome.refused``."""
         spec, entries = self.parse_with_entries(raw)
         check_all(spec, name, namespace)
+        await self._check_etcd(spec, recorded or Recorded())
         current = await self.pump_replicas(name, namespace)
         replicas, error, removed_pumps = spec.pumps.replicas, None, 0
         if current is not None and replicas < current:
@@ -114,9 +136,10 @@ class Reconciler:
                 replicas, error = current, str(e)
             else:  # the removed pumps are offline: they leave through their resources
                 removed_pumps = current
+        refused: list[str] = []
         for obj in build(name, namespace, uid, spec, replicas):
-            if obj["kind"] == "StatefulSet":
-                await prepare_set(self._kube, obj)
+            if obj["kind"] == "StatefulSet" and (why := await prepare_set(self._kube, obj)):
+                refused.append(why)
             await self._kube.apply(obj)
         if removed_pumps:
             # Only once the StatefulSet says fewer replicas: a status pass that reads the Pumps
@@ -130,11 +153,36 @@ class Reconciler:
         problems: dict[str, DrainerProblem | None] = {}
         for body in drainers:
             if "deletionTimestamp" not in body["metadata"]:
-                problems[body["metadata"]["name"]] = await self.nodes.run_drainer(
-                    name, namespace, uid, spec, names, body
-                )
+                problem = await self.nodes.run_drainer(name, namespace, uid, spec, names, body)
+                problems[body["metadata"]["name"]] = problem
+                if problem and problem.reason == CHANGE_REFUSED and owned_by(body, uid):
+                    refused.append(problem.message)  # an entry of this spec: its edit refused
         removed, drainer_error = await self.remove_drainers(name, namespace, uid, spec, names)
-        return Outcome(spec, replicas, error, drainer_error, removed, len(entries), problems)
+        return Outcome(
+            spec, replicas, error, drainer_error, removed, len(entries), problems, tuple(refused)
+        )
+
+    async def _check_etcd(self, spec: ClusterSpec, recorded: Recorded) -> None:
+        """ChangeRefused if the spec's etcd is not the one the pumps' cluster id lives in."""
+        old = recorded.etcd_endpoints
+        if not old or recorded.cluster_id is None or sorted(old) == sorted(spec.etcd_endpoints):
+            return
+        try:
+            async with (
+                asyncio.timeout(self._etcd_timeout),
+                self._open_kv(spec.etcd_endpoints) as kv,
+            ):
+                found = await read_cluster_id(kv)
+        except (KvError, OSError, TimeoutError) as e:
+            raise ChangeRefused(
+                f"spec.etcd.endpoints: cannot read the cluster id at "
+                f"{', '.join(spec.etcd_endpoints)} to check that it is still "
+                f"{recorded.cluster_id}: {e!r}",
+                retriable=True,
+            ) from e
+        why = etcd_change(old, spec.etcd_endpoints, recorded.cluster_id, found)
+        if why:
+            raise ChangeRefused(why)
 
     async def remove_drainers(
         self, name: str, namespace: str, uid: str, spec: ClusterSpec, wanted: set[str]
@@ -276,6 +324,7 @@ class Reconciler:
             pumps = await registry.list(NodeKind.PUMP)
             drainers = await registry.list(NodeKind.DRAINER)
             feeds = await read_changefeeds(kv, CAPTURE_CLUSTER_ID)
+            cluster_id = await read_cluster_id(kv)
         pods = {drainer_pod(name, drainer_of(b)[1]) for b in drainer_resources}
         return Observed(
             replicas,
@@ -284,6 +333,7 @@ class Reconciler:
             feeds,
             pump_resources,
             drainer_resources,
+            cluster_id,
         )
 
     async def pump_replicas(self, name: str, namespace: str) -> int | None:

@@ -162,8 +162,9 @@ def test_a_managed_key_in_the_user_config_is_refused() -> None:
     with pytest.raises(SpecError) as caught:
         pump_toml(parse(raw))
     assert caught.value.problems == [
-        "pumps.config.data-dir: managed by the operator, remove it",
-        "pumps.config.pd-urls: managed by the operator, remove it",
+        "pumps.config.data-dir: managed by the operator (the data is on the pod's volume at "
+        "/var/lib/binlog: it cannot move in place), remove it",
+        "pumps.config.pd-urls: managed by the operator (spec.etcd.endpoints), remove it",
     ]
 
 

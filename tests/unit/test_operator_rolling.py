@@ -1,6 +1,7 @@
-"""The rolling update's driver on in-memory fakes: a partition is lowered with the resourceVersion
-it was decided at, nothing is lowered when the registry cannot be read, and a reconcile holds a
-changed template and keeps the partition the roll reached."""
+"""The rolling update's driver and the reconcile's refusals on in-memory fakes: a partition is
+lowered with the resourceVersion it was decided at, nothing is lowered when the registry cannot
+be read, a reconcile holds a changed template, and an etcd holding another cluster id is
+refused before anything is applied."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
+import pytest
+
+from binlog_operator.immutable import ChangeRefused
 from binlog_operator.kube import KubeClient, KubeError
-from binlog_operator.reconcile import Reconciler
+from binlog_operator.reconcile import Reconciler, Recorded
 from binlog_operator.rolling import Rollout
 from binlog_operator.rollviews import partition_of
+from tributary.coord.cluster_id import ensure_cluster_id
 from tributary.coord.kv import Kv, KvError
 from tributary.coord.memory import MemoryKv
 from tributary.registry.registry import NodeRegistry
@@ -196,3 +201,21 @@ async def test_a_step_decided_on_a_stale_read_is_not_made() -> None:
     roll = Rollout(cast(KubeClient, kube), kv_opener(kv), etcd_timeout=5, max_lag=30)
     report = await roll.advance(NAME, NS, r.parse(RAW), watching=False)
     assert report.stepped == () and kube.patches == []
+
+
+async def test_an_etcd_with_another_cluster_id_is_refused_before_anything_is_applied() -> None:
+    kube, other = FakeKube(), MemoryKv()
+    await ensure_cluster_id(other, lambda: 7)
+    r = reconciler(kube, other)
+    moved = {**RAW, "etcd": {"endpoints": ["http://other:2379"]}}
+    recorded = Recorded(("http://etcd-0:2379",), "42")
+    with pytest.raises(ChangeRefused, match="pumps hold binlogs of cluster 42") as refused:
+        await r.reconcile(NAME, NS, UID, moved, recorded)
+    assert not refused.value.retriable and kube.objects == {}
+    with pytest.raises(ChangeRefused, match="cannot read the cluster id") as unreachable:
+        await reconciler(kube, None).reconcile(NAME, NS, UID, moved, recorded)
+    assert unreachable.value.retriable
+    same = MemoryKv()
+    await ensure_cluster_id(same, lambda: 42)  # another member of the same etcd
+    await reconciler(kube, same).reconcile(NAME, NS, UID, moved, recorded)
+    assert ("StatefulSet", "c-pump") in kube.objects
