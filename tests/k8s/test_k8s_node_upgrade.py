@@ -67,12 +67,19 @@ PUMP_CONFIG = {"storage": {"stop-write-at-available-space": "64MiB"}}  # host-pa
 DRAINER_PODS = "binlog.io/drainer=down"
 
 
+@pytest.fixture(scope="session")
+def image_next() -> Path:
+    """The second archive, looked up with the node's image (before ``kube_node`` starts the
+    node), so both are of the same tree."""
+    return component("image-next")
+
+
 def test_rolling_upgrade_and_settings_change_under_a_workload(
-    kube_node: KubeNode, mariadb_instance: InstanceFactory, tmp_path: Path
+    image_next: Path, kube_node: KubeNode, mariadb_instance: InstanceFactory, tmp_path: Path
 ) -> None:
     node, ns, name = kube_node, "dayfoo", "demo"
     began = time.monotonic()
-    imported = import_archive(component("image-next"))
+    imported = import_archive(image_next)
     db = mariadb_instance("node", host=NODE_IP)
     # a user without a password, so the sink URL (and its type) is in the spec, not a Secret
     db.admin("CREATE USER 'drainer'@'%'; GRANT ALL ON *.* TO 'drainer'@'%'")
@@ -141,7 +148,7 @@ def _day_two(
     stats = stop_bank(node, ns, "bank")
     figures["workload"] = stats
     assert stats["failures"] == 0, stats
-    assert stats["commits"] > 500, stats
+    assert stats["commits"] > 200, stats  # 20/s from before the upgrade to after the settings roll
     report = eventually(
         lambda: downstream_equal(upstream_dir / "up.db", downstream),
         "the MariaDB downstream equal to the upstream",
@@ -198,6 +205,7 @@ def _upgrade(node: KubeNode, ns: str, name: str, pumps: list[str], drainer: str)
     return {
         "roll_seconds": round(seconds),
         "drainer_lag_peak_seconds": round(watch.lag_peak, 1),
+        "drainer_lag_peak_while_pumps_roll_seconds": round(watch.pump_phase_lag_peak, 1),
         "pumps_out_at_once": watch.most_pumps_down,
     }
 

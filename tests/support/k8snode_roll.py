@@ -86,6 +86,7 @@ class RollWatch:
     messages: list[str] = field(default_factory=list)  # distinct Upgrading messages, in order
     versions: list[str] = field(default_factory=list)  # distinct PUMP/DRAINER VERSION cells
     lag_peak: float = 0.0  # s, the drainer's checkpoint behind the wall clock
+    pump_phase_lag_peak: float = 0.0  # the same, before the roll reached a drainer
     most_pumps_down: int = 0  # pumps not online in the registry at once
     samples: int = 0
 
@@ -96,6 +97,7 @@ class RollWatch:
         upgrading = condition(body, "Upgrading")
         if upgrading.get("status") == "True" and upgrading.get("message") not in self.messages:
             self.messages.append(str(upgrading.get("message")))
+        pump_phase = not any("drainer-" in m.partition("waiting for ")[2] for m in self.messages)
         for row in table(self.node, self.ns, "bc"):
             cell = f"{row.get('PUMP VERSION')} / {row.get('DRAINER VERSION')}"
             if cell not in self.versions:
@@ -108,6 +110,8 @@ class RollWatch:
             if checkpoint and drainer.get("state") == "online":
                 lag = time.time() - (checkpoint >> 18) / 1000
                 self.lag_peak = max(self.lag_peak, lag)
+                if pump_phase:
+                    self.pump_phase_lag_peak = max(self.pump_phase_lag_peak, lag)
         return body
 
     def until(self, done: Any, what: str, within: float, every: float = 2.0) -> Any:
