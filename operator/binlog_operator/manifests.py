@@ -15,6 +15,7 @@ sink type (``immutable.SINK_TYPE``). The object shapes are in ``objects``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from binlog_operator import GROUP, KIND, MANAGER, VERSION, feedkafka, feedspec, kafkasink
@@ -207,20 +208,21 @@ def _with_feed_tls(pod: Pod, spec: ClusterSpec) -> Pod:
     return replace(pod, volumes=(*pod.volumes, *volumes), mounts=(*pod.mounts, *mounts))
 
 
-def _with_claim_checks(pod: Pod, spec: ClusterSpec) -> Pod:
-    """Each claim-check PersistentVolumeClaim a declared changefeed names, mounted read-write at
-    ``feedkafka.claim_dir(claim)`` (its ``claim-check-storage-uri`` is there), with the image's
-    user as the volumes' group so the capture can write to it."""
-    claims = feedspec.claim_check_claims(spec.captures.changefeeds)
+def _with_writable_claims(
+    pod: Pod, claims: Sequence[str], prefix: str, directory: Callable[[str], str]
+) -> Pod:
+    """Each of ``claims`` mounted read-write at ``directory(claim)`` as volume
+    ``<prefix>-<i>``, with the image's user as the volumes' group so the capture can write."""
     if not claims:
         return pod
+    names = [f"{prefix}-{i}" for i in range(len(claims))]
     volumes = tuple(
-        {"name": f"claim-check-{i}", "persistentVolumeClaim": {"claimName": claim}}
-        for i, claim in enumerate(claims)
+        {"name": name, "persistentVolumeClaim": {"claimName": claim}}
+        for name, claim in zip(names, claims, strict=True)
     )
     mounts = tuple(
-        {"name": f"claim-check-{i}", "mountPath": feedkafka.claim_dir(claim)}
-        for i, claim in enumerate(claims)
+        {"name": name, "mountPath": directory(claim)}
+        for name, claim in zip(names, claims, strict=True)
     )
     return replace(
         pod,
@@ -228,29 +230,20 @@ def _with_claim_checks(pod: Pod, spec: ClusterSpec) -> Pod:
         mounts=(*pod.mounts, *mounts),
         fs_group=IMAGE_UID,
     )
+
+
+def _with_claim_checks(pod: Pod, spec: ClusterSpec) -> Pod:
+    """Each claim-check PersistentVolumeClaim a declared changefeed names, at
+    ``feedkafka.claim_dir(claim)`` (its ``claim-check-storage-uri`` is there)."""
+    claims = feedspec.claim_check_claims(spec.captures.changefeeds)
+    return _with_writable_claims(pod, claims, "claim-check", feedkafka.claim_dir)
 
 
 def _with_storage(pod: Pod, spec: ClusterSpec) -> Pod:
-    """Each storage sink PersistentVolumeClaim a declared changefeed names, mounted read-write
-    at ``feedspec.storage_dir(claim)`` (its sink URL's directory is there), with the image's
-    user as the volumes' group so the capture can write to it."""
+    """Each storage sink PersistentVolumeClaim a declared changefeed names, at
+    ``feedspec.storage_dir(claim)`` (its sink URL's directory is there)."""
     claims = feedspec.storage_claims(spec.captures.changefeeds)
-    if not claims:
-        return pod
-    volumes = tuple(
-        {"name": f"storage-{i}", "persistentVolumeClaim": {"claimName": claim}}
-        for i, claim in enumerate(claims)
-    )
-    mounts = tuple(
-        {"name": f"storage-{i}", "mountPath": feedspec.storage_dir(claim)}
-        for i, claim in enumerate(claims)
-    )
-    return replace(
-        pod,
-        volumes=(*pod.volumes, *volumes),
-        mounts=(*pod.mounts, *mounts),
-        fs_group=IMAGE_UID,
-    )
+    return _with_writable_claims(pod, claims, "storage", feedspec.storage_dir)
 
 
 def _with_kafka(pod: Pod, d: DrainerSpec) -> Pod:
