@@ -13,8 +13,14 @@ Measured, same run, each from the backlog's start position to its end:
    ``RowChange``s) -> ``BlackholeSink`` in batches;
 3. mariadb: the same into the downstream through ``sinks.mysql`` (consistent mode).
 
+The raw read takes a fraction of a second, so it is the best of three reads.
+
 ``--compare-readers`` adds the raw row-decoding rate of python-mysql-replication and
 asyncmy.replication when they are installed (rows/s over the first 100,000 inserted rows).
+``--compare-tree DIR`` times another checkout's reader (``git worktree add DIR <commit>``) against
+this tree's on the same backlog, each as its own process (``bench/capture_reader.py``), the two
+alternated for ``--rounds`` rounds: the best wall and CPU rows/s of each and their ratios, which
+is how a suspected regression is told apart from a slower machine.
 Prints one JSON line: rows/s of each, and blackhole/raw and mariadb/blackhole ratios.
 Target (issue 4): >= 30,000 rows/s to blackhole.
 """
@@ -26,6 +32,7 @@ import asyncio
 import json
 import random
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -41,6 +48,8 @@ from tributary.sources.mysql import Position, SourceConfig, current_position, op
 from tributary.sources.mysql.dump import BinlogDump
 
 FULL = ("--binlog-row-metadata=FULL", "--max-binlog-size=1G")
+REPO = Path(__file__).resolve().parents[1]
+READER = Path(__file__).with_name("capture_reader.py")
 BATCH_ROWS = 5000
 
 
@@ -139,6 +148,48 @@ async def to_sink(cfg: SourceConfig, start: Position, end: Position, sink: Sink)
     return time.perf_counter() - t0
 
 
+def reader_run(
+    tree: Path, server: MariaDBServer, start: Position, end: Position, rows: int
+) -> dict[str, float]:
+    """``capture_reader.py`` with ``tree``'s code: wall and CPU seconds of the blackhole read."""
+    argv = [server.host, str(server.port), server.user, server.password]
+    argv += [start.file, str(start.pos), end.file, str(end.pos), str(rows)]
+    out = subprocess.run(
+        [sys.executable, str(READER), *argv],
+        cwd=tree,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode:
+        raise RuntimeError(f"the reader of {tree} failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def compare_tree(
+    server: MariaDBServer, start: Position, end: Position, rows: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    trees = {"this": REPO, "other": Path(args.compare_tree).resolve()}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for _ in range(args.rounds):
+        for name, tree in trees.items():
+            runs[name].append(reader_run(tree, server, start, end, rows))
+    best = {
+        name: (rows / min(r["wall_s"] for r in rs), rows / min(r["cpu_s"] for r in rs))
+        for name, rs in runs.items()
+    }
+    return {
+        "compare_tree": str(trees["other"]),
+        "this_tree_rows_per_s": round(best["this"][0]),
+        "other_tree_rows_per_s": round(best["other"][0]),
+        "this_tree_cpu_rows_per_s": round(best["this"][1]),
+        "other_tree_cpu_rows_per_s": round(best["other"][1]),
+        "this_vs_other": round(best["this"][0] / best["other"][0], 3),
+        "this_vs_other_cpu": round(best["this"][1] / best["other"][1], 3),
+    }
+
+
 def compare_readers(server: MariaDBServer, start: Position, rows: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
@@ -221,7 +272,7 @@ async def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
         load(up, script)
         load_s = time.perf_counter() - t0
         end = await current_position(cfg)
-        raw_s, raw_bytes = await raw_read(up, start, end)
+        raw_s, raw_bytes = min([await raw_read(up, start, end) for _ in range(3)])
         blackhole = BlackholeSink()
         black_s = await to_sink(cfg, start, end, blackhole)
         assert blackhole.rows == rows, (blackhole.rows, rows)
@@ -242,6 +293,8 @@ async def measure(work: Path, args: argparse.Namespace) -> dict[str, Any]:
             "mariadb_vs_blackhole": round(black_s / maria_s, 3),
             "target_blackhole_rows_per_s": 30000,
         }
+        if args.compare_tree:
+            result.update(await asyncio.to_thread(compare_tree, up, start, end, rows, args))
         if args.compare_readers:
             inserted = args.rows * 7 // 10 // 100 * 100  # the readers count inserted rows only
             result.update(
@@ -255,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=1_000_000, help="row events in the backlog")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--compare-readers", action="store_true")
+    parser.add_argument("--compare-tree", metavar="DIR", help="another checkout's reader, same run")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --compare-tree")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
         print(json.dumps(asyncio.run(measure(Path(tmp), args))), flush=True)
