@@ -7,7 +7,8 @@ decoding (the Kafka sinks read messages back to rebuild the upstream), the debez
 reading of column defaults from the DDL text it carries, reparo's reading of a pb
 binlog file (a segment written whole, then ``read_txns``), the TiDB row formats a drainer
 decodes, the payloads the pump takes (``WriteBinlogReq`` then the binlog header) and the
-drainer pulls.
+drainer pulls, and what a consumer of the storage sink reads (TiCDC's CSV records, a table
+version's ``schema.json``, a data file's path).
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from tributary.change import ColumnInfo, Ddl, RowChange, RowKind, TableInfo, Txn
 from tributary.sinks.file import binlogfile, pbcodec
 from tributary.sinks.kafka import canal, openproto, secondary
 from tributary.sinks.kafka.debezium_defaults import DefaultsFromDdl
+from tributary.sinks.storage import csvcodec, tabledef
+from tributary.sinks.storage.layout import DataPath
+from tributary.sinks.storage.settings import CsvSettings
 from tributary.tidbcodec import row as tidbrow
 from tributary.tidbcodec.datum import BytesDatum, IntDatum, NullDatum
 from tributary.wire import peek, views
@@ -113,6 +117,43 @@ def debezium_defaults_seeds() -> list[bytes]:
         b"ALTER COLUMN n SET DEFAULT 3, CHANGE c d VARCHAR(9) DEFAULT 'y', DROP COLUMN p\n"
         b"RENAME TABLE orders TO o2, o2 TO orders\nDROP DATABASE shop",
     ]
+
+
+_CSV = CsvSettings(include_commit_ts=True, output_old_value=True)
+_DEF = tabledef.TableDefinition.of(_T, 3)
+
+
+def storage_csv(raw: bytes) -> None:
+    """A CSV data file's records as values of the table's columns (``reader.read_rows``)."""
+    cols = _DEF.columns or ()
+    for record in csvcodec.parse(raw.decode("utf-8", "replace"), _CSV, "\n"):
+        for col, text in zip(cols, record.values, strict=False):
+            csvcodec.value_of(text, col)
+
+
+def storage_csv_seeds() -> list[bytes]:
+    encoder = csvcodec.CsvEncoder(_CSV, "\n")
+    return [encoder.encode(r, 10 + n).encode() for n, r in enumerate(_ROWS)]
+
+
+def storage_schema(raw: bytes) -> None:
+    tabledef.parse(raw).table_info()
+
+
+def storage_schema_seeds() -> list[bytes]:
+    return [
+        _DEF.render(),
+        tabledef.TableDefinition("shop", "", 4, None, "CREATE DATABASE shop", 1).render(),
+    ]
+
+
+def storage_path(raw: bytes) -> None:
+    for separator in ("none", "year", "month", "day"):
+        DataPath.parse(raw.decode("utf-8", "replace"), separator, ".csv")
+
+
+def storage_path_seeds() -> list[bytes]:
+    return [b"shop/orders/437/2026-11-29/CDC000002.csv", b"shop/orders/437/CDC1.csv"]
 
 
 def open_message(raw: bytes) -> None:

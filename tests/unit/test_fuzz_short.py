@@ -77,3 +77,24 @@ def test_deeply_nested_value_expressions_are_refused_by_depth() -> None:
     # a long chain of one operator is flat: no depth, however long
     assert compile_expr(" + ".join(["a"] * 3000) + " = 3000")(row) is True
     assert compile_expr(" or ".join(["a = 2"] * 3000) + " or a = 1")(row) is True
+
+
+@pytest.mark.parametrize(
+    ("target", "raw"),
+    [
+        ("storage_csv", b'"I","orders","shop",1x,true,7,"15.00","paid",\\N,1.5\n'),  # commit ts
+        ("storage_csv", b'"I","orders","shop",10,true,seven,"15.00","paid",\\N,1.5\n'),
+        ("storage_csv", b'"I","orders","shop",10,true,7,"1.5.0","paid",\\N,1.5\n'),
+        ("storage_schema", b'{"Schema": "shop", "Table": "orders", "TableColumnsTotal": "0"}'),
+        ("storage_schema", b'{"Schema": "shop", "TableVersion": "v1", "TableColumnsTotal": 0}'),
+        ("storage_schema", b'{"Schema": "shop", "TableColumns": 5, "TableVersion": 1}'),
+        ("storage_schema", b"\xff"),
+    ],
+)
+def test_what_a_storage_consumer_cannot_read_is_a_tributary_error(target: str, raw: bytes) -> None:
+    """A number's text, a missing key or a wrong JSON type in a storage sink's files is the
+    sink's own error (``SinkError``), which a consumer can tell from a bug."""
+    from tributary.sinks.port import SinkError
+
+    with pytest.raises(SinkError):
+        TARGETS[target][0](raw)

@@ -32,6 +32,7 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import TypeVar
 
 from tributary.change import Row, RowChange, RowKind, SqlValue, TableInfo
 from tributary.sinks.file.pbcodec import ColType, column_type
@@ -217,7 +218,7 @@ class CsvRecord:
     values: tuple[str | None, ...]  # each column's text; None for NULL
 
 
-class CsvDecodeError(ValueError):
+class CsvDecodeError(SinkError, ValueError):
     """Text that is not TiCDC's CSV as the settings describe it."""
 
 
@@ -233,13 +234,23 @@ def parse(text: str, csv: CsvSettings, terminator: str) -> Iterator[CsvRecord]:
         i = 3
         ts = 0
         if csv.include_commit_ts:
-            ts = int(fields[i] or "")
+            ts = _number(fields[i], int, "the commit ts")
             i += 1
         is_update = None
         if csv.output_old_value:
             is_update = fields[i] == "true"
             i += 1
         yield CsvRecord(op, table, schema, ts, is_update, tuple(fields[i:]))
+
+
+_N = TypeVar("_N", int, float, Decimal)
+
+
+def _number(text: str | None, kind: type[_N], what: str) -> _N:
+    try:
+        return kind(text or "")
+    except (ValueError, ArithmeticError) as e:
+        raise CsvDecodeError(f"{what}: {text!r} is not a number") from e
 
 
 def _split(text: str, csv: CsvSettings, terminator: str) -> Iterator[list[str | None]]:
@@ -319,11 +330,11 @@ def value_of(text: str | None, col: TableCol, binary_encoding: str = "base64") -
         return None
     kind = col.type.lower().partition(" ")[0]
     if kind in _INTEGERS:
-        return int(text)
+        return _number(text, int, f"column {col.name}")
     if kind in ("float", "double"):
-        return float(text)
+        return _number(text, float, f"column {col.name}")
     if kind == "decimal":
-        return Decimal(text)
+        return _number(text, Decimal, f"column {col.name}")
     if kind in ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"):
         try:
             if binary_encoding == "hex":

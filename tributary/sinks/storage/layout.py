@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from tributary.sinks.port import SinkError
+
 METADATA = "metadata"
 INDEX_FILE = "meta/CDC.index"
 TMP_DIR = ".tmp"
@@ -44,7 +46,7 @@ _DATE_PATTERNS = {
 }
 
 
-class LayoutError(ValueError):
+class LayoutError(SinkError, ValueError):
     """A name that cannot be a directory of the layout, or a path that is not one of its files."""
 
 

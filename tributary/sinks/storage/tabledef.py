@@ -30,6 +30,7 @@ from tributary.change import ColumnInfo, TableInfo
 from tributary.sinks.file.pbcodec import column_type
 from tributary.sinks.kafka.canal import jstr
 from tributary.sinks.kafka.secondary import type_name
+from tributary.sinks.port import SinkError
 
 DEFINITION_VERSION = 1
 _LENGTH = re.compile(r"\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
@@ -190,28 +191,39 @@ def mysql_type(col: TableCol) -> str:
     return base + unsigned
 
 
+class TableDefinitionError(SinkError, ValueError):
+    """A schema file that is not TiCDC's table definition."""
+
+
 def parse(data: bytes | str) -> TableDefinition:
-    """A schema file read back; ValueError when it is not TiCDC's table definition."""
-    doc = json.loads(data)
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("Schema"), str):
-        raise ValueError("not a table definition: no Schema")
-    raw = doc.get("TableColumns")
-    columns = None if raw is None else tuple(_parse_column(c) for c in raw)
-    if len(columns or ()) != int(doc.get("TableColumnsTotal", 0)):
-        raise ValueError("TableColumnsTotal does not count TableColumns")
-    return TableDefinition(
-        schema=doc["Schema"],
-        table=str(doc.get("Table", "")),
-        table_version=int(doc["TableVersion"]),
-        columns=columns,
-        query=str(doc.get("Query", "")),
-        type=int(doc.get("Type", 0)),
-    )
+    """A schema file read back; TableDefinitionError when it is not TiCDC's table definition."""
+    try:
+        doc = json.loads(data)
+        if not isinstance(doc, Mapping) or not isinstance(doc.get("Schema"), str):
+            raise TableDefinitionError("not a table definition: no Schema")
+        raw = doc.get("TableColumns")
+        if raw is not None and not isinstance(raw, list):
+            raise TableDefinitionError("TableColumns is not a list")
+        columns = None if raw is None else tuple(_parse_column(c) for c in raw)
+        if len(columns or ()) != int(doc.get("TableColumnsTotal", 0)):
+            raise TableDefinitionError("TableColumnsTotal does not count TableColumns")
+        return TableDefinition(
+            schema=doc["Schema"],
+            table=str(doc.get("Table", "")),
+            table_version=int(doc["TableVersion"]),
+            columns=columns,
+            query=str(doc.get("Query", "")),
+            type=int(doc.get("Type", 0)),
+        )
+    except TableDefinitionError:
+        raise
+    except (ValueError, TypeError, KeyError) as e:  # JSON, a number's text, a missing key
+        raise TableDefinitionError(f"not a table definition: {e!r}") from e
 
 
 def _parse_column(raw: Any) -> TableCol:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("ColumnName"), str):
-        raise ValueError(f"not a column definition: {raw!r}")
+        raise TableDefinitionError(f"not a column definition: {raw!r}")
     return TableCol(
         name=raw["ColumnName"],
         type=str(raw.get("ColumnType", "")),
