@@ -1,6 +1,6 @@
 """What the kopf handlers share: the Kubernetes client, the HTTP session, the condition writers,
-the changefeed sync, the ``Reconciler``, the rolling update's driver and a lock per cluster,
-built once at startup and closed at cleanup.
+the changefeed sync, the ``Reconciler``, the rolling update's driver, the pumps' auto pilot and
+a lock per cluster, built once at startup and closed at cleanup.
 
 ``handlers`` (BinlogCluster) and ``nodehandlers`` (Pump, Drainer) both take it from
 ``memo.ctx``. Invariant: the reporting methods never raise for a failed status write (it is
@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 
 from binlog_operator import DRAINER_KIND, PUMP_KIND
+from binlog_operator.autopilot import Autopilot
 from binlog_operator.conditions import Change, ConditionWriter, KubeStatusStore
 from binlog_operator.feedsync import FeedSync
 from binlog_operator.kube import Credentials, KubeClient, KubeError
@@ -54,6 +55,7 @@ class Context:
         self.rollout = Rollout(
             self.kube, _open_kv, etcd_timeout=options.etcd_timeout, max_lag=options.roll_max_lag
         )
+        self.autopilot = Autopilot(self.kube, self.http, addresses, window=options.autoscale_window)
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self.reconciler = Reconciler(
             self.kube,
@@ -76,6 +78,7 @@ class Context:
         """Drop the cluster's lock and condition writer (it is gone)."""
         self._locks.pop((namespace, cluster), None)
         self.conditions.forget(namespace, cluster)
+        self.autopilot.forget(namespace, cluster)
 
     async def report(self, namespace: str, name: str, *changes: Change) -> None:
         """Set conditions on an error path: a failure to write them is logged, not raised,

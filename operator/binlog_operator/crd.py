@@ -123,6 +123,28 @@ _FEED_KAFKA = obj(
     "claim-check volume are mounted in the capture pods",
 )
 
+_AUTOSCALE = obj(
+    {
+        "minReplicas": {**POSITIVE, "description": "fewest pumps (1)"},
+        "maxReplicas": {**POSITIVE, "description": "most pumps"},
+        "targetBinlogsPerSecond": {
+            "type": "number",
+            "minimum": 0,
+            "exclusiveMinimum": True,
+            "description": "binlogs a second each pump should write: pumps = ceil(the rate of "
+            "all pumps / this), within the bounds",
+        },
+        "scaleDownStabilization": {
+            "x-kubernetes-int-or-string": True,
+            "description": "how long the rate must have asked for fewer pumps before one is "
+            "taken offline: seconds or a duration such as 90s, 5m (5m)",
+        },
+    },
+    ["maxReplicas", "targetBinlogsPerSecond"],
+    description="the operator scales the pumps itself from their write rate (their /metrics), "
+    "writing pumps.replicas within the bounds; a removed pump is taken offline first",
+)
+
 _GO_DURATION = r"^([0-9]+(\.[0-9]*)?(ns|us|ms|s|m|h))+$"
 
 CHANGEFEED_ITEM = obj(
@@ -176,6 +198,7 @@ SPEC = obj(
                 "storage": STORAGE,
                 "resources": FREE,
                 "config": {**FREE, "description": "extra pump.toml keys"},
+                "autoscale": _AUTOSCALE,
             }
         ),
         "drainers": {"type": "array", "items": DRAINER_ITEM},
@@ -244,6 +267,20 @@ STATUS = obj(
             "description": "the cluster id stored in that etcd (pumps' binlogs belong to it; "
             "an etcd holding another is refused)",
         },
+        "autoscale": obj(
+            {
+                "desiredReplicas": {"type": "integer"},
+                "reason": {
+                    **STR,
+                    "description": "the pilot's last look: ScaleUp, ScaleDown, "
+                    "Steady, Stabilizing, Measuring, Bounds",
+                },
+                "binlogsPerSecond": {**STR, "description": "all pumps, measured"},
+                "binlogsPerSecondPerPump": STR,
+                "lastScaleTime": {**STR, "format": "date-time"},
+            },
+            description="the auto pilot's figures (spec.pumps.autoscale)",
+        ),
         "conditions": {"type": "array", "items": CONDITION},
     },
 )

@@ -1,8 +1,8 @@
 """kopf handlers for BinlogCluster: thin translations between kopf and ``Reconciler``.
 
 Run with ``kopf run -m binlog_operator.handlers --all-namespaces`` (or ``--namespace``); it
-imports ``nodehandlers`` and ``rollhandlers``, so the Pump and Drainer handlers and the rolling
-update's timer are registered too.
+imports ``nodehandlers``, ``rollhandlers`` and ``scalehandlers``, so the Pump and Drainer
+handlers, the rolling update's timer and the pumps' auto pilot's timer are registered too.
 Invariant: every handler outcome is visible on the resource: a bad spec sets Degraded/InvalidSpec
 and stops retrying (PermanentError); a change that cannot be made in place sets
 Degraded/ChangeRefused (nothing applied when it is the cluster's etcd; the rest applied when it
@@ -26,7 +26,8 @@ from typing import Any
 import kopf
 
 import binlog_operator.nodehandlers  # registers the Pump/Drainer handlers
-import binlog_operator.rollhandlers  # noqa: F401  (registers the rolling update's timer)
+import binlog_operator.rollhandlers  # registers the rolling update's timer
+import binlog_operator.scalehandlers  # noqa: F401  (registers the pumps' auto pilot's timer)
 from binlog_operator import DRAINER_KIND, GROUP, PLURAL, VERSION
 from binlog_operator.conditions import Change
 from binlog_operator.configs import drainer_name

@@ -38,6 +38,12 @@ class Options:
     roll_max_lag: float = 30.0
     """Seconds a replaced pump's max commit ts (a drainer's checkpoint) may be behind its update
     ts for the roll to go on to the next pod (``BINLOG_OPERATOR_ROLL_MAX_LAG``)."""
+    autoscale_interval: float = 15.0
+    """Seconds between two looks of the pumps' auto pilot: a scrape of every pump's /metrics
+    and, with ``spec.pumps.autoscale``, a decision (``BINLOG_OPERATOR_AUTOSCALE_INTERVAL``)."""
+    autoscale_window: float = 60.0
+    """Seconds a pump's write rate is measured over (from the newest scrape back to one at
+    least this old, or the oldest kept) (``BINLOG_OPERATOR_AUTOSCALE_WINDOW``)."""
 
 
 def from_env(env: Mapping[str, str] = os.environ) -> Options:
@@ -61,4 +67,6 @@ def from_env(env: Mapping[str, str] = os.environ) -> Options:
         spark_account=env.get("BINLOG_OPERATOR_SPARK_SERVICE_ACCOUNT", d.spark_account),
         roll_interval=num("ROLL_INTERVAL", d.roll_interval),
         roll_max_lag=num("ROLL_MAX_LAG", d.roll_max_lag),
+        autoscale_interval=num("AUTOSCALE_INTERVAL", d.autoscale_interval),
+        autoscale_window=num("AUTOSCALE_WINDOW", d.autoscale_window),
     )

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from binlog_operator.autoscale import AutoscaleSpec, parse_autoscale
 from binlog_operator.feedspec import FeedSpec, parse_feeds
 from binlog_operator.kafkasink import KafkaSpec, parse_kafka
 from tributary.errors import TributaryError
@@ -47,10 +48,13 @@ class Storage:
 
 @dataclass(frozen=True)
 class PumpSpec:
+    # with ``autoscale``: ``spec.pumps.replicas`` clamped to its bounds (the operator's pilot
+    # writes that field; a manual value is applied within the bounds until its next step)
     replicas: int = 3
     storage: Storage = field(default_factory=Storage)
     resources: Mapping[str, Any] = field(default_factory=dict)
     config: Mapping[str, Any] = field(default_factory=dict)
+    autoscale: AutoscaleSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -130,11 +134,14 @@ def parse(
         if not _URL.match(e)
     ]
     pumps_raw = _map(spec.get("pumps"), "pumps", problems)
+    autoscale = parse_autoscale(pumps_raw.get("autoscale"), "pumps.autoscale", problems)
+    replicas = _count(pumps_raw.get("replicas", 3), "pumps.replicas", problems)
     pumps = PumpSpec(
-        replicas=_count(pumps_raw.get("replicas", 3), "pumps.replicas", problems),
+        replicas=autoscale.clamp(replicas) if autoscale else replicas,
         storage=_storage(pumps_raw.get("storage"), "pumps.storage", problems),
         resources=_map(pumps_raw.get("resources"), "pumps.resources", problems),
         config=_map(pumps_raw.get("config"), "pumps.config", problems),
+        autoscale=autoscale,
     )
     drainers = tuple(
         _drainer(d, f"drainers[{i}]", problems, spark_account)
