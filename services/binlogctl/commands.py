@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
-from services.binlogctl import actions, meta
+from services.binlogctl import actions, export, meta
 from services.binlogctl.actions import Progress
 from services.binlogctl.config import Command, CtlConfig
 from services.binlogctl.errors import CtlError, EtcdUnreachable, NodeNotFound, singular
@@ -54,6 +54,9 @@ async def run(cfg: CtlConfig, progress: Progress = _ignore) -> Result:
             return await generate_meta(cfg)
         if command is Command.ENCRYPT:
             return encrypt_text(cfg.text)
+        if command is Command.EXPORT_DRAINER_STATE:
+            async with connect(cfg) as kv:
+                return await export.export_state(cfg, kv)
         assert kind is not None
         if command.verb == "list":
             return await list_nodes(cfg, kind)

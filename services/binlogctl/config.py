@@ -44,20 +44,21 @@ class Command(enum.StrEnum):
     OFFLINE_PUMP = "offline-pump"
     OFFLINE_DRAINER = "offline-drainer"
     CATCHUP_DRAINER = "catchup-drainer"
+    EXPORT_DRAINER_STATE = "export-drainer-state"
     GENERATE_META = "generate_meta"
     ENCRYPT = "encrypt"
 
     @property
     def kind(self) -> NodeKind | None:
         """The node kind the command works on (None for generate_meta and encrypt)."""
-        if self in (Command.GENERATE_META, Command.ENCRYPT):
+        if self in (Command.GENERATE_META, Command.ENCRYPT, Command.EXPORT_DRAINER_STATE):
             return None
         return NodeKind.DRAINER if self.value.endswith(("drainers", "drainer")) else NodeKind.PUMP
 
     @property
     def verb(self) -> str:
-        """``list``, ``update``, ``pause``, ``offline``, ``catchup``, ``generate_meta`` or
-        ``encrypt``."""
+        """``list``, ``update``, ``pause``, ``offline``, ``catchup``, ``export``,
+        ``generate_meta`` or ``encrypt``."""
         if self in (Command.PUMPS, Command.DRAINERS):
             return "list"
         return self.value.split("-")[0]
@@ -81,6 +82,11 @@ commands (positional, or -cmd NAME):
                                   waits until every drainer consumed its binlogs
   catchup-drainer                 ask a running drainer to hand its backlog to a Spark catch-up
                                   job from its next binlog on (--node-id; [syncer.catchup])
+  export-drainer-state            write a drainer's checkpoint and the DDL history up to it as
+                                  one JSON file (--output, else stdout) that a new drainer
+                                  starts from (its initial-state); the checkpoint is read from
+                                  --sink-url (the downstream), else <--data-dir>/savepoint,
+                                  else the record of a paused --node-id
   generate_meta                   write <data-dir>/savepoint with a fresh TSO commitTS
                                   (times shown in --time-zone)
   encrypt                         print --text encrypted as tidb-binlog does (AES-256,
@@ -128,6 +134,22 @@ class CtlConfig:
     )
     data_dir: str = setting(
         "binlog_position", "directory of the savepoint file", flag=("--data-dir", "-data-dir")
+    )
+    sink_url: str = setting(
+        "",
+        "export-drainer-state: the drainer's downstream (or a copy restored from its dump), "
+        "whose checkpoint row is exported",
+        flag=("--sink-url", "-sink-url"),
+        secret=True,
+    )
+    output: str = setting(
+        "", "export-drainer-state: the file to write ('' = stdout)", flag=("--output", "-output")
+    )
+    ddl_history: str = setting(
+        "",
+        "export-drainer-state: a TiDB status address (http://tidb:10080) whose DDL history to "
+        "export; '' = the history in etcd",
+        flag=("--ddl-history", "-ddl-history"),
     )
     ssl_ca: str = setting(
         "", "CA certificate (PEM) for TLS to the node's HTTP API", flag=("--ssl-ca", "-ssl-ca")

@@ -21,6 +21,7 @@ from services.binlogctl.results import (
     MetaWritten,
     NodeList,
     Result,
+    StateExported,
     StateUpdated,
 )
 from tributary.registry.status import NodeStatus
@@ -93,6 +94,15 @@ def render_text(result: Result, tz: tzinfo | None = None) -> str:
             return f"{text.rstrip()}\n(written to {path})"
         case Encrypted(ciphertext=ciphertext):
             return ciphertext
+        case StateExported(path=None, text=text):
+            return text.rstrip("\n")  # the export itself, for a redirect or kubectl exec
+        case StateExported(path=path, state=s):
+            return (
+                f"exported {s.node_id or 'the drainer'} of cluster {s.cluster_id}: checkpoint "
+                f"{s.commit_ts} ({format_ts(s.commit_ts, tz)}, from the {s.source}), "
+                f"{len(s.jobs)} DDL jobs up to schema version {s.schema_version}\n"
+                f"(written to {path})"
+            )
     raise TypeError(f"cannot render {result!r}")
 
 
@@ -116,6 +126,17 @@ def render_json(result: Result) -> str:
             doc = {"commitTS": commit_ts, "path": str(path)}
         case Encrypted(ciphertext=ciphertext):
             doc = {"encrypted": ciphertext}
+        case StateExported(path=None, text=text):
+            return text.rstrip("\n")
+        case StateExported(path=path, state=s):
+            doc = {
+                "path": str(path),
+                "clusterID": s.cluster_id,
+                "commitTS": s.commit_ts,
+                "source": s.source,
+                "ddlJobs": len(s.jobs),
+                "schemaVersion": s.schema_version,
+            }
         case _:
             raise TypeError(f"cannot render {result!r}")
     return json.dumps(doc, indent=2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tributary.drainerstate import DrainerStateFile
 from tributary.registry.status import NodeKind, NodeStatus
 
 
@@ -62,4 +63,13 @@ class Encrypted:
     ciphertext: str
 
 
-Result = NodeList | StateUpdated | ActionApplied | MetaWritten | Encrypted
+@dataclass(frozen=True)
+class StateExported:
+    """``export-drainer-state``: the export, written to ``path`` (None: for stdout)."""
+
+    path: Path | None
+    state: DrainerStateFile
+    text: str
+
+
+Result = NodeList | StateUpdated | ActionApplied | MetaWritten | Encrypted | StateExported

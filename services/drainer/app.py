@@ -3,8 +3,9 @@ duties in one TaskGroup, and stops in two stages.
 
 Start order: bind the gRPC socket (to learn the real port) -> node id and
 data-dir lock -> etcd, cluster ID, registry -> DDL history and downstream ->
-checkpoint (the downstream's own, else the savepoint file, else
-``initial-commit-ts``, -1 asking the TSO) -> merge, collector, syncer ->
+checkpoint (an ``initial-state`` export on its first start, else the
+downstream's own, else the savepoint file, else ``initial-commit-ts``, -1
+asking the TSO) -> merge, collector, syncer ->
 first pump listing applied -> gRPC ``Cistern`` and HTTP servers -> register
 online (heartbeat every second, ``maxCommitTS`` = saved checkpoint).
 
@@ -30,6 +31,7 @@ from typing import NoReturn
 
 from grpclib.server import Server
 
+from services.drainer import initial
 from services.drainer.api import CisternApi
 from services.drainer.backlog import PumpBacklog, grpc_asker
 from services.drainer.catchup import CatchUp, CatchUpSettings
@@ -189,7 +191,9 @@ async def serve(
             if sink is None:
                 sink = await _open_sink(stack, cfg, cluster_id, pump_client)
             store = FileCheckpoint(data_dir)
-            first = await _first_ts(cfg, store, sink, lambda: current_tso(kv, clock), ctx)
+            first = await _first_ts(
+                cfg, store, sink, lambda: current_tso(kv, clock), ctx, (cluster_id, history)
+            )
             checkpointer = Checkpointer(store, first, interval=cfg.checkpoint_interval)
             merged: asyncio.Queue[PulledBinlogItem] = asyncio.Queue(cfg.cache_binlog_count)
             feed = MergeFeed(Merger(first), merged)
@@ -329,12 +333,37 @@ async def _first_ts(
     sink: Sink,
     tso_now: Callable[[], Awaitable[int]],
     ctx: ContextAdapter,
+    cluster: tuple[int, DdlHistory],
 ) -> int:
     """Where to start: the sink's own checkpoint (it holds the data), else the savepoint file,
     else ``initial-commit-ts`` (-1: the current TSO time). The savepoint file is brought to
-    it, so a crash before the first periodic save cannot move it."""
+    it, so a crash before the first periodic save cannot move it. An ``initial-state`` not
+    taken yet comes first (``initial.start_from`` checks it against the other two)."""
     saved = await store.load()
     downstream = await sink.checkpoint()
+    path = Path(cfg.initial_state) if cfg.initial_state else None
+    state = initial.read_state(path) if path else None
+    if path and state and not await asyncio.to_thread(initial.taken, store.path.parent, state):
+        cluster_id, history = cluster
+        first = await initial.start_from(
+            path,
+            state,
+            cluster_id=cluster_id,
+            history=history,
+            store=store,
+            saved=saved,
+            downstream=downstream,
+        )
+        ctx.info(
+            "starting from the exported state %s: after commit ts %d (exported from %s, %d DDL "
+            "jobs up to schema version %d)",
+            path,
+            first,
+            state.node_id or "a drainer",
+            len(state.jobs),
+            state.schema_version,
+        )
+        return first
     if downstream is not None:
         first = downstream
         ctx.info("resuming after the downstream's checkpoint %d (savepoint file: %s)", first, saved)

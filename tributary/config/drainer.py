@@ -494,6 +494,12 @@ class DrainerConfig:
         -1,
         "commit ts to start after when there is no checkpoint yet; -1 = the current TSO time",
     )
+    initial_state: str = setting(
+        "",
+        "a drainer state exported by binlogctl export-drainer-state: the first start checks it "
+        "against the cluster, downstream and data directory and continues after its checkpoint "
+        "(initial-commit-ts is then not used); '' = none",
+    )
     compressor: str = setting(
         "", "compression of the pull stream: only '' (none) is supported", kind=choice("", "gzip")
     )
@@ -521,6 +527,8 @@ class DrainerConfig:
             yield "compressor", "gzip is not supported by this drainer's pull stream; use ''"
         if self.initial_commit_ts < -1:
             yield "initial-commit-ts", "must be -1 (the current TSO time) or a commit ts >= 0"
+        if self.initial_state and self.initial_commit_ts != -1:
+            yield "initial-state", "give initial-state or initial-commit-ts, not both"
         for key, value in (
             ("detect-interval", self.detect_interval),
             ("heartbeat-interval", self.heartbeat_interval),
