@@ -32,6 +32,8 @@ CAPTURE_PORT = 8300
 CONFIG_DIR = "/etc/binlog"
 DATA_DIR = "/var/lib/binlog"
 TLS_DIR = "/etc/binlog/tls"
+STATE_DIR = "/etc/binlog/initial-state"
+"""Where a drainer's ``initialState`` ConfigMap is mounted (its ``initial-state`` file)."""
 CAPTURE_CLUSTER_ID = "default"
 """The cdc cluster id of every BinlogCluster's captures (``binlog-cdc server --cluster-id``): the
 etcd key prefix ``/tidb/cdc/<id>/`` the status reads changefeeds from. One BinlogCluster per
@@ -88,7 +90,12 @@ def drainer_toml(
         "data-dir": f"{DATA_DIR}/drainer",
         "pd-urls": ",".join(spec.etcd_endpoints),
     }
-    doc = _merge(drainer.config, managed, f"drainers[{drainer.name}].config", spec, tls_dir)
+    where = f"drainers[{drainer.name}]"
+    if drainer.initial_state is not None:
+        if "initial-state" in drainer.config:
+            raise SpecError([f"{where}.config.initial-state: set by {where}.initialState"])
+        managed["initial-state"] = f"{STATE_DIR}/{drainer.initial_state.key}"
+    doc = _merge(drainer.config, managed, f"{where}.config", spec, tls_dir)
     syncer = dict(doc.get("syncer") or {})
     if drainer.kafka is not None:
         syncer = _kafka(drainer, syncer)

@@ -111,6 +111,13 @@ DRAINER_ITEM = obj(
             "mysql://user:password@host:3306/), instead of sinkURI; the drainer's pod reads it "
             "as env, the ConfigMap never holds it",
         ),
+        "initialState": obj(
+            {"name": STR, "key": {**STR, "default": "drainer-state.json"}},
+            ["name"],
+            description="the ConfigMap key holding a drainer state exported by binlogctl "
+            "export-drainer-state: the drainer's first start checks it (cluster ID, the "
+            "downstream's checkpoint) and continues after its checkpoint",
+        ),
         "kafka": KAFKA,
         "storage": STORAGE,
         "resources": FREE,

@@ -26,6 +26,7 @@ from binlog_operator.configs import (
     DRAINER_GRPC_PORT,
     PUMP_GRPC_PORT,
     SINK_URI_ENV,
+    STATE_DIR,
     TLS_DIR,
     drainer_name,
     drainer_toml,
@@ -151,7 +152,7 @@ def _drainer(cluster: str, namespace: str, spec: ClusterSpec, d: DrainerSpec) ->
         pod = replace(
             pod, env=(*pod.env, {"name": SINK_URI_ENV, "valueFrom": {"secretKeyRef": ref}})
         )
-    pod = _with_catchup(_with_kafka(pod, d), d)
+    pod = _with_initial_state(_with_catchup(_with_kafka(pod, d), d), d)
     sts = stateful_set(name, lbl, 1, pod, d.storage)
     kind = sink_type(d)
     if kind is not None:  # what a later edit may not change once there is a checkpoint
@@ -276,6 +277,22 @@ def _with_catchup(pod: Pod, d: DrainerSpec) -> Pod:
         ),
         mounts=(*pod.mounts, {"name": "staging", "mountPath": c.staging_mount}),
         fs_group=IMAGE_UID,
+    )
+
+
+def _with_initial_state(pod: Pod, d: DrainerSpec) -> Pod:
+    """An ``initialState`` ConfigMap mounted read-only at ``STATE_DIR`` (its key only)."""
+    ref = d.initial_state
+    if ref is None:
+        return pod
+    source = {"name": ref.name, "items": [{"key": ref.key, "path": ref.key}]}
+    return replace(
+        pod,
+        volumes=(*pod.volumes, {"name": "initial-state", "configMap": source}),
+        mounts=(
+            *pod.mounts,
+            {"name": "initial-state", "mountPath": STATE_DIR, "readOnly": True},
+        ),
     )
 
 

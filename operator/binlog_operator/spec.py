@@ -85,11 +85,14 @@ class DrainerSpec:
     # the sink URL in a Secret (it holds a password), instead of sink_uri ("" then): the pod
     # reads it as DRAINER_SYNCER_SINK_URI, the ConfigMap never holds it
     sink_secret: SecretKey | None = None
+    # a ConfigMap key holding a drainer state exported by ``binlogctl export-drainer-state``:
+    # the drainer's first start continues after its checkpoint (``initial-state``)
+    initial_state: SecretKey | None = None
 
 
 @dataclass(frozen=True)
 class SecretKey:
-    """One key of a Secret in the cluster's namespace."""
+    """One key of a Secret (or ConfigMap) in the cluster's namespace."""
 
     name: str
     key: str
@@ -264,6 +267,9 @@ def _drainer(raw: object, where: str, problems: list[str], spark_account: str) -
         catchup=_catchup(d.get("catchup"), f"{where}.catchup", problems, spark_account),
         kafka=kafka,
         sink_secret=secret,
+        initial_state=_secret_key(
+            d.get("initialState"), f"{where}.initialState", "drainer-state.json", problems
+        ),
     )
 
 
@@ -338,7 +344,7 @@ def _upstream(raw: object, problems: list[str]) -> SecretKey | None:
 
 
 def _secret_key(raw: object, where: str, default_key: str, problems: list[str]) -> SecretKey | None:
-    """A ``{name, key}`` naming one key of a Secret; None if not given."""
+    """A ``{name, key}`` naming one key of a Secret or ConfigMap; None if not given."""
     if raw is None:
         return None
     s = _map(raw, where, problems)
