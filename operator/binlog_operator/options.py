@@ -38,6 +38,10 @@ class Options:
     roll_max_lag: float = 30.0
     """Seconds a replaced pump's max commit ts (a drainer's checkpoint) may be behind its update
     ts for the roll to go on to the next pod (``BINLOG_OPERATOR_ROLL_MAX_LAG``)."""
+    roll_progress_deadline: float = 600.0
+    """Seconds a rolling update may wait for the same pod before the ``Upgrading`` condition says
+    ``ProgressDeadlineExceeded`` (and a Warning event is sent); the roll keeps waiting, it never
+    skips a pod (``BINLOG_OPERATOR_ROLL_PROGRESS_DEADLINE``)."""
     autoscale_interval: float = 15.0
     """Seconds between two looks of the pumps' auto pilot: a scrape of every pump's /metrics
     and, with ``spec.pumps.autoscale``, a decision (``BINLOG_OPERATOR_AUTOSCALE_INTERVAL``)."""
@@ -67,6 +71,7 @@ def from_env(env: Mapping[str, str] = os.environ) -> Options:
         spark_account=env.get("BINLOG_OPERATOR_SPARK_SERVICE_ACCOUNT", d.spark_account),
         roll_interval=num("ROLL_INTERVAL", d.roll_interval),
         roll_max_lag=num("ROLL_MAX_LAG", d.roll_max_lag),
+        roll_progress_deadline=num("ROLL_PROGRESS_DEADLINE", d.roll_progress_deadline),
         autoscale_interval=num("AUTOSCALE_INTERVAL", d.autoscale_interval),
         autoscale_window=num("AUTOSCALE_WINDOW", d.autoscale_window),
     )

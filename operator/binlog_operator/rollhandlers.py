@@ -5,6 +5,10 @@ applies): one step of the roll (``Rollout.advance``), a ``RollingUpdate`` event 
 to the new template, ``status.images`` (the versions each component's pods run) and the
 ``Upgrading`` condition: True with the progress (``pumps 1/3, drainers 0/1 updated; waiting
 for c-pump-1: not ready``) while a roll is held or under way, False (``UpToDate``) otherwise.
+A roll that has waited for the same pod longer than ``roll_progress_deadline`` says so: reason
+``ProgressDeadlineExceeded`` (as a Deployment's ``Progressing`` condition does) and one Warning
+event; it keeps waiting, since going on would take a second pump away. The clock is the
+operator's own (``memo``, per cluster): a restarted operator starts it again.
 Invariant: the condition and the images are written only when they changed, so an idle cluster
 costs two label-selected lists per tick and no write.
 """
@@ -12,6 +16,7 @@ costs two label-selected lists per tick and no write.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import kopf
@@ -21,6 +26,7 @@ from binlog_operator.conditions import Change
 from binlog_operator.context import Context
 from binlog_operator.kube import KubeError
 from binlog_operator.options import from_env
+from binlog_operator.rollout import stalled
 from binlog_operator.spec import SpecError
 
 log = logging.getLogger(__name__)
@@ -68,11 +74,18 @@ async def advance_rollout(
     if ((body.get("status") or {}).get("images") or {}) != shown:
         patch.status["images"] = report.versions
     p = report.plan
-    change = (
-        Change("Upgrading", True, "RollingUpdate", p.message())
-        if p.rolling
-        else Change("Upgrading", False, "UpToDate", p.message())
-    )
+    now = time.monotonic()
+    stall = memo["roll_stall"] = stalled(memo.get("roll_stall"), p.waiting * p.rolling, now)
+    waited = stall.seconds(now) if stall is not None else 0.0
+    if not p.rolling:
+        change = Change("Upgrading", False, "UpToDate", p.message())
+    elif waited > (deadline := ctx.options.roll_progress_deadline):
+        message = f"{p.message()} (for more than {deadline:.0f} s)"
+        change = Change("Upgrading", True, "ProgressDeadlineExceeded", message)
+        if upgrading.get("reason") != "ProgressDeadlineExceeded":
+            kopf.warn(body, reason="ProgressDeadlineExceeded", message=message)
+    else:
+        change = Change("Upgrading", True, "RollingUpdate", p.message())
     was = (upgrading.get("status"), upgrading.get("reason"), upgrading.get("message"))
     if was != ("True" if change.status else "False", change.reason, change.message):
         await ctx.report(namespace, name, change)

@@ -96,6 +96,29 @@ class Plan:
         return f"{self.progress()}; waiting for {self.waiting}" if self.waiting else self.progress()
 
 
+@dataclass(frozen=True)
+class Stall:
+    """What a roll has been waiting for (the pod, or the StatefulSet, before the first ``:``
+    of ``Plan.waiting``) and since when (the operator's monotonic clock)."""
+
+    pod: str
+    since: float
+
+    def seconds(self, now: float) -> float:
+        return now - self.since
+
+
+def stalled(previous: Stall | None, waiting: str, now: float) -> Stall | None:
+    """The stall after a look that waits for ``waiting``: None when it waits for nothing, the
+    same one while it waits for the same pod (whatever the pod's reason), a new one otherwise."""
+    if not waiting:
+        return None
+    pod = waiting.partition(":")[0]
+    if previous is not None and previous.pod == pod:
+        return previous
+    return Stall(pod, now)
+
+
 def plan(sets: Iterable[SetView], nodes: Mapping[str, NodeView] | None, max_lag: float) -> Plan:
     """The partitions to lower now. ``nodes``: the registry records by node id (= pod name);
     None when the registry was not read (then a ready pod counts as healthy)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from binlog_operator.rollout import NodeView, PodView, SetView, plan
+from binlog_operator.rollout import NodeView, PodView, SetView, Stall, plan, stalled
 
 OLD, NEW = "rev-old", "rev-new"
 
@@ -151,3 +151,18 @@ def test_a_partition_above_the_replicas_comes_down_to_the_top_pod() -> None:
 def test_captures_need_only_be_ready() -> None:
     captures = sts("c-capture", "captures", [OLD, NEW], partition=1)
     assert plan([captures], {}, 30).partitions == {"c-capture": 0}
+
+
+def test_a_stall_is_timed_per_pod_whatever_its_reason() -> None:
+    first = stalled(None, "c-pump-1: being replaced", 10.0)
+    assert first == Stall("c-pump-1", 10.0)
+    # the same pod, another reason: the same stall, still timed from its start
+    same = stalled(first, "c-pump-1: not ready", 700.0)
+    assert same is first and same.seconds(700.0) == 690.0
+    # the roll moved on to the next pod: a new stall; nothing waited for: none
+    moved = stalled(same, "c-pump-0: 45 s behind (at most 30 s)", 705.0)
+    assert moved == Stall("c-pump-0", 705.0)
+    assert stalled(moved, "", 710.0) is None
+    assert stalled(None, "c-pump: the StatefulSet controller to see its latest spec", 1.0) == Stall(
+        "c-pump", 1.0
+    )
