@@ -1,9 +1,10 @@
-"""Sink URLs: the password is never shown in a message, and an unknown option is refused."""
+"""Sink URLs: the password (and an S3 sink's keys) is never shown in a message, and an unknown
+option is refused."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from urllib.parse import SplitResult, parse_qsl, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, unquote_plus, urlsplit
 
 from tributary.sinks.port import SinkError
 
@@ -13,10 +14,36 @@ def redact(url: str | SplitResult, mask: str = "******") -> str:
 
     The capture's OpenAPI passes TiCDC's mask, ``xxxxx``, so its answers read as TiCDC's."""
     parts = urlsplit(url) if isinstance(url, str) else url
-    if parts.password is None:
+    query = _redact_query(parts.query, mask)
+    if parts.password is None and query == parts.query:
         return url if isinstance(url, str) else url.geturl()
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"{parts.username or ''}:{mask}@{host}").geturl()
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}:{mask}@{host}")
+    return parts._replace(query=query).geturl()
+
+
+_URL_OPTIONS = ("schema-registry",)  # query options whose value is a URL with a password
+_SECRET_OPTIONS = ("access-key", "secret-access-key", "session-token")  # s3:// credentials
+
+
+def _redact_query(query: str, mask: str) -> str:
+    """``query`` with the password of each URL-valued option (``schema-registry``) and the
+    value of each credential option (``secret-access-key``, ...) masked."""
+    if not any(k + "=" in query for k in (*_URL_OPTIONS, *_SECRET_OPTIONS)):
+        return query
+    out = []
+    for part in query.split("&"):
+        key, eq, value = part.partition("=")
+        if eq and unquote_plus(key) in _SECRET_OPTIONS:
+            part = f"{key}={mask}"
+        elif eq and unquote_plus(key) in _URL_OPTIONS:
+            inner = unquote_plus(value)
+            masked = redact(inner, mask) if "://" in inner else inner
+            if masked != inner:
+                part = f"{key}={quote(masked, safe=':/@*')}"
+        out.append(part)
+    return "&".join(out)
 
 
 def unknown_options(url: SplitResult, known: Collection[str]) -> str:

@@ -5,7 +5,9 @@
 ``protocol=canal-json`` opens TiCDC's canal-json sink instead (``canal``, ``canal_sink``),
 ``protocol=open-protocol`` TiCDC's Open Protocol (``openproto``, ``open_sink``, with the claim
 check of ``claimcheck``), ``protocol=debezium`` TiCDC's debezium protocol (``debezium``,
-``debezium_types``, ``debezium_schema``, ``debezium_defaults``, ``debezium_sink``);
+``debezium_types``, ``debezium_schema``, ``debezium_defaults``, ``debezium_sink``),
+``protocol=avro`` TiCDC's avro protocol with a schema registry (``avro``, ``avro_types``,
+``avro_registry``, ``avro_sink``);
 ``cdc_base`` holds what those share, ``protocols`` dispatches.
 """
 

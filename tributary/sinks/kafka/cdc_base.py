@@ -5,7 +5,8 @@ max-message-bytes=10MiB&kafka-version=2.4.0&dispatcher=table&topic-rule={schema}
 auto-create-topic=true&ack-timeout=30`` plus, per protocol, ``enable-tidb-extension``,
 ``content-compatible`` and ``only-output-updated-columns`` (canal-json), ``max-batch-size``
 (open-protocol), the ``debezium-*`` options and ``time-zone`` (debezium, see
-``debezium_sink``) and the large-message keys
+``debezium_sink``), ``schema-registry`` and the ``avro-*`` options (avro, see ``avro_sink``)
+and the large-message keys
 ``large-message-handle-option`` (``none``, ``claim-check``) and ``claim-check-storage-uri``
 (``file:///DIR``), which TiCDC reads from ``[sink.kafka-config.large-message-handle]`` of the
 changefeed's config and this sink from its URL.
@@ -301,6 +302,12 @@ _PROTOCOL_OPTIONS = {
         "debezium-schema-change-topic",
         "debezium-propagate-source-type",
         "time-zone",
+    },
+    "avro": {
+        "schema-registry",
+        "avro-decimal-handling-mode",
+        "avro-bigint-unsigned-handling-mode",
+        "enable-tidb-extension",
     },
 }
 

@@ -6,6 +6,8 @@ No ``protocol`` (or ``protocol=tidb-binlog``): the drainer's secondary binlog (`
 (``kafka.open_sink``).
 ``protocol=debezium``: TiCDC's debezium protocol, Debezium's change event envelope in JSON
 (``kafka.debezium_sink``).
+``protocol=avro``: TiCDC's avro protocol, Confluent's Avro wire format with schemas in a schema
+registry (``kafka.avro_sink``).
 Anything else is a SinkError listing the known protocols.
 """
 
@@ -15,7 +17,7 @@ from urllib.parse import SplitResult, parse_qsl, urlencode
 
 from tributary.sinks.port import Sink, SinkError, SinkOptions
 
-PROTOCOLS = ("tidb-binlog", "canal-json", "open-protocol", "debezium")
+PROTOCOLS = ("tidb-binlog", "canal-json", "open-protocol", "debezium", "avro")
 
 
 def protocol_of(url: SplitResult) -> tuple[str, SplitResult]:
@@ -43,4 +45,10 @@ async def open_url(url: SplitResult, options: SinkOptions) -> Sink:
         return await open_sink.open_url(rest, options)
     if protocol == "debezium":
         return await debezium_sink.open_url(rest, options)
+    if protocol == "avro":
+        try:  # fastavro is the kafka extra's too
+            from tributary.sinks.kafka import avro_sink
+        except ImportError as e:
+            raise SinkError(f"avro needs fastavro (pip install 'tributary[kafka]'): {e}") from e
+        return await avro_sink.open_url(rest, options)
     return await sink.open_url(rest, options)
