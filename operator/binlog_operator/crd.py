@@ -27,14 +27,14 @@ from binlog_operator.crdschema import (
     definition,
     obj,
 )
-from binlog_operator.feedkafka import CLAIM_CHECK_DIR, DEBEZIUM_MODES
+from binlog_operator.feedkafka import AVRO_MODES, CLAIM_CHECK_DIR, DEBEZIUM_MODES
 from binlog_operator.nodecrd import drainer_crd, pump_crd
 
 _FEED_KAFKA = obj(
     {
         "brokers": {"type": "array", "minItems": 1, "items": STR, "description": "host:port"},
         "topic": {**STR, "description": "the default topic (DDLs, and rows without topicRule)"},
-        "protocol": {**STR, "enum": ["canal-json", "open-protocol", "debezium"]},
+        "protocol": {**STR, "enum": ["canal-json", "open-protocol", "debezium", "avro"]},
         "partitionNum": POSITIVE,
         "replicationFactor": POSITIVE,
         "maxMessageBytes": {**POSITIVE, "description": "bytes"},
@@ -42,7 +42,8 @@ _FEED_KAFKA = obj(
         "topicRule": {**STR, "description": "a table's topic, e.g. {schema}_{table}"},
         "enableTidbExtension": {
             "type": "boolean",
-            "description": "canal-json, debezium: commit ts and watermark events",
+            "description": "canal-json, debezium: commit ts and watermark events; avro: the "
+            "_tidb_op, _tidb_commit_ts and _tidb_commit_physical_time fields",
         },
         **{
             name: {"type": "boolean", "description": f"debezium: {text}"}
@@ -67,6 +68,14 @@ _FEED_KAFKA = obj(
         "timeZone": {
             **STR,
             "description": "debezium: the zone TIMESTAMP values are read in (UTC)",
+        },
+        "schemaRegistry": {
+            **STR,
+            "description": "avro (required): the schema registry, http[s]://[USER:PASSWORD@]HOST:PORT",
+        },
+        **{
+            name: {**STR, "enum": list(values), "description": f"avro: {key} ({values[0]})"}
+            for name, (key, values) in AVRO_MODES.items()
         },
         "contentCompatible": {
             "type": "boolean",
@@ -117,7 +126,7 @@ _FEED_KAFKA = obj(
         "tls": KAFKA["properties"]["tls"],
     },
     ["brokers", "topic"],
-    description="a Kafka sink (TiCDC's canal-json, open-protocol or debezium), instead of "
+    description="a Kafka sink (TiCDC's canal-json, open-protocol, debezium or avro), instead of "
     "sinkURI; the "
     "SASL credentials are read from the Secret into the sink URL, the TLS files and the "
     "claim-check volume are mounted in the capture pods",

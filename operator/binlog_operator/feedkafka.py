@@ -38,7 +38,7 @@ from binlog_operator.kafkasink import (
     parse_topic,
 )
 
-PROTOCOLS = ("canal-json", "open-protocol", "debezium")
+PROTOCOLS = ("canal-json", "open-protocol", "debezium", "avro")
 DISPATCHERS = ("table", "index-value", "ts")
 LARGE_MESSAGE_OPTIONS = ("none", "claim-check")
 CLAIM_CHECK_DIR = "/var/lib/binlog/claim-check"
@@ -74,6 +74,9 @@ FIELDS = {  # the block's fields, as the CRD names them
     "debeziumBinaryHandlingMode",
     "debeziumSchemaChangeTopic",
     "timeZone",
+    "schemaRegistry",
+    "avroDecimalHandlingMode",
+    "avroBigintUnsignedHandlingMode",
 }
 # TiCDC's URL keys for the numeric options
 _NUMBERS = {
@@ -84,7 +87,7 @@ _NUMBERS = {
 # the protocols a switch is used with: {field: (protocols, URL key, the sink's default)}; only a
 # value other than the default is sent
 _PROTOCOL_FLAGS = {
-    "enableTidbExtension": (("canal-json", "debezium"), "enable-tidb-extension", False),
+    "enableTidbExtension": (("canal-json", "debezium", "avro"), "enable-tidb-extension", False),
     "contentCompatible": (("canal-json",), "content-compatible", False),
     "onlyOutputUpdatedColumns": (("canal-json",), "only-output-updated-columns", False),
     "debeziumDisableSchema": (("debezium",), "debezium-disable-schema", False),
@@ -110,6 +113,11 @@ DEBEZIUM_MODES = {
 _DEBEZIUM_TEXT = {
     "debeziumSchemaChangeTopic": "debezium-schema-change-topic",
     "timeZone": "time-zone",
+}
+# avro's words: {field: (URL key, the accepted values)}
+AVRO_MODES = {
+    "avroDecimalHandlingMode": ("avro-decimal-handling-mode", ("precise", "string")),
+    "avroBigintUnsignedHandlingMode": ("avro-bigint-unsigned-handling-mode", ("long", "string")),
 }
 _OPEN_ONLY = ("maxBatchSize",)
 
@@ -151,6 +159,7 @@ def parse_feed_kafka(
     options = _common(k, where, problems)
     options += _flags(k, protocol, where, problems)
     options += _debezium(k, protocol, where, problems)
+    options += _avro(k, protocol, where, problems)
     options += _open_protocol(k, protocol, feed_id, where, problems)
     options += _tuning(k, where, problems)
     claim_check = ("large-message-handle-option", "claim-check") in options
@@ -236,6 +245,41 @@ def _debezium(
     return options
 
 
+def _avro(
+    k: dict[str, object], protocol: str, where: str, problems: list[str]
+) -> list[tuple[str, str]]:
+    """The avro schema registry (required) and handling modes; its topic rule must name a
+    topic per table (subjects are named after topics)."""
+    given = [n for n in ("schemaRegistry", *AVRO_MODES) if k.get(n) is not None]
+    if protocol != "avro":
+        problems += [f"{where}.{name}: only used with protocol avro" for name in given]
+        return []
+    rule = k.get("topicRule")
+    if not isinstance(rule, str) or "{schema}" not in rule or "{table}" not in rule:
+        problems.append(
+            f"{where}.topicRule: protocol avro needs a topic per table: a rule holding "
+            "{schema} and {table}"
+        )
+    registry = k.get("schemaRegistry")
+    options: list[tuple[str, str]] = []
+    if not isinstance(registry, str) or urlsplit(registry).scheme not in ("http", "https"):
+        problems.append(
+            f"{where}.schemaRegistry: protocol avro needs the schema registry's URL "
+            "(http://HOST:PORT)"
+        )
+    else:
+        options.append(("schema-registry", registry))
+    for name, (key, allowed) in AVRO_MODES.items():
+        value = k.get(name)
+        if value is None:
+            continue
+        if value not in allowed:
+            problems.append(f"{where}.{name}: {value!r} must be one of {', '.join(allowed)}")
+        else:
+            options.append((key, str(value)))
+    return options
+
+
 def _tuning(k: dict[str, object], where: str, problems: list[str]) -> list[tuple[str, str]]:
     """kafka-version, auto-create-topic, ack-timeout."""
     options: list[tuple[str, str]] = []
@@ -268,9 +312,9 @@ def _open_protocol(
     if protocol != "open-protocol":
         given = [name for name in _OPEN_ONLY if k.get(name) is not None]
         problems += [f"{where}.{name}: only used with protocol open-protocol" for name in given]
-        if protocol == "debezium" and k.get("largeMessageHandleOption", "none") != "none":
+        if protocol in ("debezium", "avro") and k.get("largeMessageHandleOption", "none") != "none":
             problems.append(
-                f"{where}.largeMessageHandleOption: protocol debezium has no claim check here "
+                f"{where}.largeMessageHandleOption: protocol {protocol} has no claim check here "
                 "(a row over maxMessageBytes stops the changefeed naming it)"
             )
             return []

@@ -339,3 +339,53 @@ def test_debezium_misuse_is_listed() -> None:
     assert "protocol debezium has no claim check here" in text
     other = problems_of({**BASE, "protocol": "canal-json", "debeziumSchemaChangeTopic": "x"})
     assert "kafka.debeziumSchemaChangeTopic: only used with protocol debezium" in other
+
+
+def test_avro_options_reach_the_capture() -> None:
+    from urllib.parse import parse_qsl, urlsplit
+
+    from tributary.sinks.kafka.avro_sink import AvroSettings
+    from tributary.sinks.kafka.cdc_base import parse_url
+
+    f = feed(
+        {
+            "protocol": "avro",
+            "topicRule": "cdc_{schema}_{table}",
+            "schemaRegistry": "http://registry:8081",
+            "enableTidbExtension": True,
+            "avroDecimalHandlingMode": "string",
+            "avroBigintUnsignedHandlingMode": "string",
+        }
+    )
+    uri = sink_uri(f)
+    assert uri == (
+        "kafka://k-0:9092/orders?protocol=avro&topic-rule=cdc_%7Bschema%7D_%7Btable%7D"
+        "&enable-tidb-extension=true&schema-registry=http%3A%2F%2Fregistry%3A8081"
+        "&avro-decimal-handling-mode=string&avro-bigint-unsigned-handling-mode=string"
+    )
+    parts = urlsplit(uri)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "protocol"]
+    from urllib.parse import urlencode
+
+    rest = parts._replace(query=urlencode(query))
+    s = AvroSettings(dict(query), parse_url(rest, "avro"))
+    assert (s.registry, s.options.decimal, s.options.unsigned_bigint) == (
+        "http://registry:8081", "string", "string",
+    )  # fmt: skip
+
+
+def test_avro_misuse_is_listed() -> None:
+    text = problems_of(
+        {
+            **BASE,
+            "protocol": "avro",
+            "avroDecimalHandlingMode": "double",
+            "largeMessageHandleOption": "claim-check",
+        }
+    )
+    assert "kafka.topicRule: protocol avro needs a topic per table" in text
+    assert "kafka.schemaRegistry: protocol avro needs the schema registry's URL" in text
+    assert "kafka.avroDecimalHandlingMode: 'double' must be one of precise, string" in text
+    assert "protocol avro has no claim check here" in text
+    other = problems_of({**BASE, "protocol": "debezium", "schemaRegistry": "http://r:1"})
+    assert "kafka.schemaRegistry: only used with protocol avro" in other
