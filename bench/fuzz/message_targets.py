@@ -3,7 +3,8 @@
 The arbiter's reading of tidb-binlog's secondary binlog (``services.arbiter.syncer.decode``:
 every refusal a ``MalformedMessage``; ``secondary_read``: the hand-written reader against the
 generated classes, the same transaction or both refusing), canal-json and Open Protocol
-decoding (the Kafka sinks read messages back to rebuild the upstream), the debezium sink's
+decoding (the Kafka sinks read messages back to rebuild the upstream), the avro protocol's
+framed messages, the debezium sink's
 reading of column defaults from the DDL text it carries, reparo's reading of a pb
 binlog file (a segment written whole, then ``read_txns``), the TiDB row formats a drainer
 decodes, the payloads the pump takes (``WriteBinlogReq`` then the binlog header) and the
@@ -25,7 +26,8 @@ from services.reparo.reader import read_txns
 from tests.support import secondary_reference
 from tributary.change import ColumnInfo, Ddl, RowChange, RowKind, TableInfo, Txn
 from tributary.sinks.file import binlogfile, pbcodec
-from tributary.sinks.kafka import canal, openproto, secondary
+from tributary.sinks.kafka import avro, canal, openproto, secondary
+from tributary.sinks.kafka.avro_types import Options as AvroOptions
 from tributary.sinks.kafka.debezium_defaults import DefaultsFromDdl
 from tributary.sinks.storage import csvcodec, tabledef
 from tributary.sinks.storage.layout import DataPath
@@ -99,6 +101,22 @@ def canal_seeds() -> list[bytes]:
     cols = canal.Columns.of(_T)
     rows = [canal.encode_row(r, 10, cols, extension=e) for r in _ROWS for e in (False, True)]
     return [*rows, canal.encode_ddl(_DDL, 11, extension=True), canal.encode_watermark(12)]
+
+
+_AVRO = avro.TablePlan.of(_T, AvroOptions(), "default", extension=True)
+
+
+def avro_message(raw: bytes) -> None:
+    """A message of the avro protocol, unframed and read with its table's value schema."""
+    avro.decode(_AVRO.value, raw)
+
+
+def avro_seeds() -> list[bytes]:
+    return [
+        avro.frame(9, _AVRO.value_body(r.values, RowKind.INSERT, 10))
+        for r in _ROWS
+        if r.kind is not RowKind.DELETE
+    ] + [avro.frame(8, _AVRO.key_body({"id": 1}))]
 
 
 def debezium_defaults(raw: bytes) -> None:

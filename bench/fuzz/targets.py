@@ -103,6 +103,7 @@ TARGETS: dict[str, tuple[Callable[[bytes], object], list[bytes]]] = {
     "canal_json": (msg.canal_message, msg.canal_seeds()),
     "open_protocol": (msg.open_message, msg.open_seeds()),
     "debezium_defaults": (msg.debezium_defaults, msg.debezium_defaults_seeds()),
+    "avro_message": (msg.avro_message, msg.avro_seeds()),
     "reparo_file": (msg.reparo_file, msg.reparo_seeds()),
     "storage_csv": (msg.storage_csv, msg.storage_csv_seeds()),
     "storage_schema": (msg.storage_schema, msg.storage_schema_seeds()),

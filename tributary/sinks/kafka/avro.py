@@ -188,3 +188,13 @@ def row_messages(change: RowChange, plan: TablePlan, commit_ts: int) -> list[tup
 
 def _key_changed(plan: TablePlan, old: Any, new: Any) -> bool:
     return any(old.get(f.column) != new.get(f.column) for f in plan.key.fields)
+
+
+def decode(record: Record, data: bytes) -> tuple[int, dict[str, Any]]:
+    """(schema id, record) of a framed message written with ``record``'s schema; AvroError if
+    it is not one."""
+    try:
+        schema_id, body = unframe(data)
+        return schema_id, read(record, body)
+    except ValueError as e:
+        raise AvroError(f"not an avro message: {e}") from e
