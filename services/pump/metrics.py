@@ -58,6 +58,16 @@ class PumpMetrics(Metrics):
         self.storage_size = self.gauge(
             "storage_size_bytes", "disk capacity and free space", ("type",), subsystem=STORAGE
         )
+        self.stop_write_floor = self.gauge(
+            "stop_write_at_available_space_bytes",
+            "the stop-write floor: prewrites are refused at or below this much free space",
+            subsystem=STORAGE,
+        )
+        self.stop_write = self.gauge(
+            "stop_write",
+            "1 while free space is at or below the stop-write floor (prewrites refused)",
+            subsystem=STORAGE,
+        )
         self.errors = self.gauge(
             "error_count", "storage errors by type", ("type",), subsystem=STORAGE
         )
@@ -109,6 +119,8 @@ class PumpMetrics(Metrics):
         self.stats = stats
         self.storage_size.labels("available").set(stats.available_bytes)
         self.storage_size.labels("capacity").set(stats.capacity_bytes)
+        self.stop_write_floor.set(stats.stop_write_at_available_space)
+        self.stop_write.set(1 if stats.stop_write else 0)
         for kind, n in stats.error_count.items():
             self.errors.labels(kind).set(n)
         self.loss.set(stats.loss_binlog_count)

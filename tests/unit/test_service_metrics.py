@@ -11,6 +11,7 @@ from services.capture.metrics import CaptureMetrics
 from services.capture.present import Progress
 from services.drainer.metrics import DrainerMetrics
 from services.pump.metrics import PumpMetrics
+from services.pump.storage import StorageStats
 from tributary.cdc.keys import FeedId
 from tributary.cdc.model import FeedState
 
@@ -41,6 +42,23 @@ def test_pump_families() -> None:
         assert got[name].type == "gauge", name
     assert got["binlog_pump_detected_drainer_binlog_purge"].type == "counter"
     assert "process_cpu_seconds" in got
+
+
+def test_pump_stop_write_gauges_follow_free_space_and_the_floor() -> None:
+    m = PumpMetrics()
+    stats = StorageStats(stop_write_at_available_space=64 << 20)
+    m.sync(stats, 0)  # not measured yet: no alarm
+    got = families(m.render())
+    assert got["binlog_pump_storage_stop_write"].samples[0].value == 0
+    assert got["binlog_pump_storage_stop_write_at_available_space_bytes"].samples[0].value == (
+        64 << 20
+    )
+    stats.capacity_bytes, stats.available_bytes = 1 << 30, 64 << 20  # at the floor: refused
+    m.sync(stats, 0)
+    assert families(m.render())["binlog_pump_storage_stop_write"].samples[0].value == 1
+    stats.available_bytes += 1
+    m.sync(stats, 0)
+    assert families(m.render())["binlog_pump_storage_stop_write"].samples[0].value == 0
 
 
 def test_drainer_families() -> None:

@@ -6,7 +6,8 @@ maps to its collectors. Names follow tidb-binlog (``pump/storage/metrics.go``):
 ``write_binlog_size{single|batch}``,
 ``write_binlog_duration_time{single|batch|to_disk|fsync|rotate}``,
 ``error_count{type}``, ``storage_size_bytes{capacity|available}`` and
-``loss_binlog_count``.
+``loss_binlog_count``; ours beside them: the stop-write floor and whether free space is at or
+below it (``stop_write_at_available_space_bytes``, ``stop_write``).
 
 Invariant: every number only grows, except the gauges ``max_commit_ts``,
 ``gc_ts``, ``done_gc_ts`` and ``available_bytes``.
@@ -70,6 +71,8 @@ class StorageStats:
     available_bytes: int = 0
     capacity_bytes: int = 0
     """``storage_size_bytes{available|capacity}``, refreshed at most every few seconds."""
+    stop_write_at_available_space: int = 0
+    """The floor (a setting): prewrites are refused while free space is at or below it."""
     write_binlog_size: dict[str, Distribution] = field(default_factory=_sizes)
     write_binlog_duration_time: dict[str, Distribution] = field(default_factory=_durations)
     error_count: Counter[str] = field(default_factory=Counter)
@@ -84,3 +87,10 @@ class StorageStats:
     """start_ts of the prewrites waiting past ``max_txn_timeout`` (a gauge: it shrinks)."""
     batches: int = 0
     binlogs_written: int = 0
+
+    @property
+    def stop_write(self) -> bool:
+        """Free space, as last measured, is at or below the floor (prewrites are refused)."""
+        return (
+            self.capacity_bytes > 0 and self.available_bytes <= self.stop_write_at_available_space
+        )

@@ -68,7 +68,11 @@ class Storage:
         self._settings = settings
         self._vlog = vlog
         self._index = index
-        self.stats = StorageStats(gc_ts=meta.gc_ts, max_commit_ts=meta.max_commit_ts)
+        self.stats = StorageStats(
+            gc_ts=meta.gc_ts,
+            max_commit_ts=meta.max_commit_ts,
+            stop_write_at_available_space=settings.stop_write_at_available_space,
+        )
         self._sorter = Sorter(meta.max_commit_ts)
         self._space = SpaceGuard(
             data_dir,
