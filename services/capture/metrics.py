@@ -9,7 +9,10 @@ registry just before each scrape, so the replication path never touches promethe
   ``changefeed``, from the figures of the owner's last tick (etcd's status and task positions).
 * ``ticdc_processor_*`` (the capture running the processor): ``checkpoint_ts``,
   ``checkpoint_ts_lag``, ``resolved_ts``, ``resolved_ts_lag``, ``exit_with_error_count``, same
-  labels, from the processor itself; plus ours, ``applied_rows``.
+  labels, from the processor itself; plus ours, ``applied_rows``, and
+  ``ticdc_processor_sink_info{namespace,changefeed,scheme,protocol}`` (always 1): the sink's URL
+  scheme and the protocol it writes (``protocol_label``), so every other series of a changefeed
+  can be grouped by protocol with a join on ``namespace, changefeed``.
 * ``ticdc_sink_pump_client_events_total{namespace,changefeed,type}`` (ours): the counters of
   the pump clients of a changefeed's ``pump://`` sinks on this capture
   (``pumpclient.ClientStats``, ``type`` the field name: ``prewrites_ok``, ``rpc_errors``,
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from urllib.parse import parse_qsl, urlsplit
 
 from prometheus_client import Gauge
 
@@ -43,6 +47,19 @@ STATE_NUMBERS = {
 }
 
 FEED = ("namespace", "changefeed")
+# the protocol a sink writes when its URL names none (file:// without one: tidb-binlog's files)
+DEFAULT_PROTOCOLS = {"kafka": "tidb-binlog", "file": "tidb-binlog", "s3": "csv"}
+
+
+def protocol_label(sink_uri: str) -> tuple[str, str]:
+    """(scheme, protocol) of a changefeed's sink URL: Kafka's and the storage sink's
+    ``protocol`` parameter (or its default), "" for sinks without one (mysql, sqlite, pump, ...).
+    Only these two are read: the URL's password never reaches a label."""
+    url = urlsplit(sink_uri)
+    if url.scheme not in DEFAULT_PROTOCOLS:
+        return url.scheme, ""
+    given = [v for k, v in parse_qsl(url.query) if k == "protocol"]
+    return url.scheme, given[0] if given else DEFAULT_PROTOCOLS[url.scheme]
 
 
 def lag_seconds(ts: int, now: float) -> float:
@@ -93,6 +110,12 @@ class CaptureMetrics(Metrics):
         self.rows = self._gauge(
             "processor", "applied_rows", "row changes a processor applied since it started"
         )
+        self.sink_info = self.gauge(
+            "sink_info",
+            "1 per changefeed running here, labelled with its sink's scheme and protocol",
+            (*FEED, "scheme", "protocol"),
+            subsystem="processor",
+        )
         self.pump_client = self.plain_counter(
             "events",
             "what the pump clients of a changefeed's pump:// sinks counted, by counter",
@@ -133,6 +156,7 @@ class CaptureMetrics(Metrics):
             self.resolved_lag,
             self.errors,
             self.rows,
+            self.sink_info,
         )
         for family in processor_families:
             family.clear()
@@ -146,3 +170,4 @@ class CaptureMetrics(Metrics):
             self.resolved_lag.labels(*labels).set(lag_seconds(proc.resolved_ts, now))
             self.errors.labels(*labels).inc(proc.errors)  # cleared above: now the total
             self.rows.labels(*labels).set(proc.applied_rows)
+            self.sink_info.labels(*labels, *protocol_label(proc.info.sink_uri)).set(1)

@@ -175,6 +175,8 @@ async def test_an_idle_changefeed_keeps_moving_and_is_observable(
         assert got[("ticdc_owner_status", labels)] == 0  # normal
         assert got[("ticdc_processor_applied_rows", labels)] == 6
         assert got[("ticdc_owner_ownership", ())] == 1
+        info = tuple(sorted((*labels, ("protocol", ""), ("scheme", "sqlite"))))
+        assert got[("ticdc_processor_sink_info", info)] == 1
     finally:
         capture.terminate()
         capture.wait(timeout=30)

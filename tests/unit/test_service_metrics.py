@@ -5,9 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.capture.metrics import CaptureMetrics
+from services.capture.metrics import CaptureMetrics, protocol_label
 from services.capture.present import Progress
 from services.drainer.metrics import DrainerMetrics
 from services.pump.metrics import PumpMetrics
@@ -80,7 +81,10 @@ def test_drainer_families() -> None:
 
 
 def test_capture_families_follow_the_capture_on_every_scrape() -> None:
-    processor = SimpleNamespace(checkpoint_ts=1005, applied_rows=42, resolved_ts=1007, errors=2)
+    info = SimpleNamespace(sink_uri="kafka://k:9092/t?protocol=debezium&partition-num=1")
+    processor = SimpleNamespace(
+        checkpoint_ts=1005, applied_rows=42, resolved_ts=1007, errors=2, info=info
+    )
     manager = SimpleNamespace(
         running={FeedId("default", "cf-1"): SimpleNamespace(processor=processor)}
     )
@@ -110,6 +114,27 @@ def test_capture_families_follow_the_capture_on_every_scrape() -> None:
     assert [s.value for s in got["ticdc_owner_resolved_ts"].samples] == [1006.0]
     assert [s.value for s in got["ticdc_owner_status"].samples] == [6.0]  # TiCDC's warning
     assert [s.labels for s in got["ticdc_owner_checkpoint_ts_lag"].samples] == [labels]
+    (sink,) = got["ticdc_processor_sink_info"].samples
+    assert sink.labels == {**labels, "scheme": "kafka", "protocol": "debezium"} and sink.value == 1
 
     manager.running = {}  # the feed stopped: its series go away
     assert families(m.render())["ticdc_processor_checkpoint_ts"].samples == []
+    assert families(m.render())["ticdc_processor_sink_info"].samples == []
+
+
+@pytest.mark.parametrize(
+    ("uri", "want"),
+    [
+        ("kafka://k:9092/t", ("kafka", "tidb-binlog")),
+        ("kafka://k:9092/t?protocol=canal-json", ("kafka", "canal-json")),
+        ("kafka://k:9092/t?topic-rule=x&protocol=avro", ("kafka", "avro")),
+        ("file:///out?protocol=csv", ("file", "csv")),
+        ("file:///out?protocol=canal-json&file-size=1MiB", ("file", "canal-json")),
+        ("file:///out", ("file", "tidb-binlog")),
+        ("s3://bucket/prefix?protocol=canal-json", ("s3", "canal-json")),
+        ("mysql://u:secret@h:3306/", ("mysql", "")),
+        ("pump://e:2379/?name=x", ("pump", "")),
+    ],
+)
+def test_a_changefeeds_sink_protocol_label(uri: str, want: tuple[str, str]) -> None:
+    assert protocol_label(uri) == want
