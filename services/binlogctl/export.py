@@ -12,8 +12,9 @@ Where the checkpoint is read, first found wins:
    or ``offline`` (a running drainer's moves on while the export is made).
 
 The schema is the DDL history's jobs that finished at or before the checkpoint (etcd's history,
-or TiDB's with ``--ddl-history``). Invariant: nothing is written to etcd or the history; the
-file is replaced atomically, so a reader never sees half an export.
+or TiDB's with ``--ddl-history``). Invariant: nothing is written to etcd or the history (the
+downstream is opened as the drainer opens it, which creates its checkpoint tables where they are
+missing); the file is replaced atomically, so a reader never sees half an export.
 """
 
 from __future__ import annotations
