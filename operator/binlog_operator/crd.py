@@ -290,6 +290,25 @@ STATUS = obj(
             },
             description="the auto pilot's figures (spec.pumps.autoscale)",
         ),
+        "pumpStorage": {
+            "type": "array",
+            "items": obj(
+                {
+                    "pod": STR,
+                    "claim": STR,
+                    "requested": {**STR, "description": "the claim's request"},
+                    "capacity": {**STR, "description": "the claim's capacity (what was grown)"},
+                    "availableBytes": {**INT, "description": "free, as the pump last measured"},
+                    "stopWriteAtAvailableSpace": {**INT, "description": "the pump's floor"},
+                    "stopWrite": {
+                        "type": "boolean",
+                        "description": "free space at or below the floor: prewrites refused",
+                    },
+                    "error": {**STR, "description": "why the pump's metrics were not read"},
+                }
+            ),
+            "description": "each pump's volume and free space against its stop-write floor",
+        },
         "conditions": {"type": "array", "items": CONDITION},
     },
 )

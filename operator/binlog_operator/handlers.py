@@ -28,7 +28,7 @@ import kopf
 import binlog_operator.nodehandlers  # registers the Pump/Drainer handlers
 import binlog_operator.rollhandlers  # registers the rolling update's timer
 import binlog_operator.scalehandlers  # noqa: F401  (registers the pumps' auto pilot's timer)
-from binlog_operator import DRAINER_KIND, GROUP, PLURAL, VERSION
+from binlog_operator import DRAINER_KIND, GROUP, PLURAL, VERSION, pumpstorage
 from binlog_operator.conditions import Change
 from binlog_operator.configs import drainer_name
 from binlog_operator.context import Context
@@ -39,14 +39,17 @@ from binlog_operator.manifests import pump_pod, pump_selector
 from binlog_operator.noderes import sync_statuses
 from binlog_operator.nodes import drainer_of
 from binlog_operator.options import Options, from_env
+from binlog_operator.pumps import addresses_from_env
 from binlog_operator.reconcile import Recorded
 from binlog_operator.scaledown import ScaleDownError
 from binlog_operator.spec import SpecError
 from binlog_operator.status import node_entries, online, readiness
+from binlog_operator.tlsctx import context_for
 from tributary.coord.kv import KvError
 
 log = logging.getLogger(__name__)
 OPTIONS: Options = from_env()
+_ADDRESSES = addresses_from_env()
 SKIP_OFFLINE = "binlog.io/skip-pump-offline"
 RESOURCE = (GROUP, VERSION, PLURAL)
 
@@ -285,6 +288,27 @@ async def refresh_status(
         await ctx.reconciler.nodes.restore(name, namespace, meta["uid"], seen, entries)
     except KubeError as e:
         log.warning("%s/%s: pump/drainer resources not updated: %s", namespace, name, e)
+    storage = await _pump_storage(ctx, name, namespace, spec.tls_secret, seen.pump_replicas)
+    if storage is not None:
+        patch.status["pumpStorage"] = pumpstorage.entries(storage)
     await ctx.report(
-        namespace, name, Change("Ready", ready, "AllOnline" if ready else "NotAllOnline", why)
+        namespace,
+        name,
+        Change("Ready", ready, "AllOnline" if ready else "NotAllOnline", why),
+        *(pumpstorage.conditions(storage) if storage is not None else ()),
     )
+
+
+async def _pump_storage(
+    ctx: Context, name: str, namespace: str, tls_secret: str | None, replicas: int
+) -> list[pumpstorage.PumpStorage] | None:
+    """Each pump's claim and stop-write samples (None: the claims or the TLS Secret could
+    not be read; logged)."""
+    try:
+        tls = await context_for(ctx.kube, namespace, tls_secret) if tls_secret else None
+        return await pumpstorage.read(
+            ctx.kube, ctx.http, _ADDRESSES, namespace, name, replicas, tls
+        )
+    except (KubeError, ScaleDownError) as e:
+        log.warning("%s/%s: pump storage not read: %s", namespace, name, e)
+        return None

@@ -10,8 +10,9 @@ What the operator applies once and must not change under running nodes:
   drainer moved to another kind of sink would find none and start over or skip binlogs. The
   type the pods run is recorded on the drainer's StatefulSet (``binlog.io/sink-type``). The URL of
   a ``sinkURISecret`` is never read by the operator, so its type is unknown and not checked;
-* the volume of a pump or drainer (``storage``): a StatefulSet's claim templates are fixed
-  (``noderes.keep_claims`` keeps the live ones; a changed request is reported);
+* the volume of a drainer (``storage``): a StatefulSet's claim templates are fixed
+  (``noderes.keep_claims`` keeps the live ones; a changed request is reported). A pump's (and a
+  capture's) volume may grow, never shrink or change class (``volumes``);
 * ``data-dir`` and the other keys ``configs`` manages, which a ``config`` may not set at all.
 
 Invariant: every refusal message names the field, the value that runs, the value asked for and
@@ -96,11 +97,25 @@ def etcd_change(
     )
 
 
-def storage_change(name: str, running: object, wanted: object) -> str | None:
-    """Why a StatefulSet's volume request cannot change (None when it is the same)."""
-    if running == wanted:
+def storage_change(
+    name: str, running: Sequence[Mapping[str, Any]], wanted: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """Why a drainer's claim templates cannot change from ``running`` to ``wanted`` (None when
+    the same); a pump's grow (``volumes``)."""
+    if _claims(running) == _claims(wanted):
         return None
     return (
         f"{name}: the volume cannot change in place (a StatefulSet's claim templates are fixed): "
-        f"keeping {running}, not {wanted}"
+        f"keeping {_claims(running)}, not {_claims(wanted)}"
     )
+
+
+def _claims(templates: Sequence[Mapping[str, Any]]) -> str:
+    """The claims' requests as a refusal names them, e.g. ``data: 1Gi``."""
+    shown = []
+    for c in templates:
+        spec = c.get("spec") or {}
+        size = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+        cls = spec.get("storageClassName")
+        shown.append(f"{c['metadata']['name']}: {size}" + (f" ({cls})" if cls else ""))
+    return ", ".join(shown) or "none"

@@ -173,12 +173,20 @@ class KubeClient:
             content_type="application/merge-patch+json",
         )
 
-    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
-        """Delete (dependents in the background); False if it was not there."""
+    async def delete(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str,
+        name: str,
+        propagation: str = "Background",
+    ) -> bool:
+        """Delete (dependents in the background, or ``Orphan``: left, their owner reference
+        removed); False if it was not there."""
         found = await self._call(
             "DELETE",
             path(api_version, kind, namespace, name),
-            params={"propagationPolicy": "Background"},
+            params={"propagationPolicy": propagation},
             missing_ok=True,
         )
         return found is not None

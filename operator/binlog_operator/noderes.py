@@ -44,6 +44,7 @@ from binlog_operator.nodes import (
 )
 from binlog_operator.rollviews import with_rollout
 from binlog_operator.spec import ClusterSpec, SpecError, parse_drainer
+from binlog_operator.volumes import grow, plan, wait_gone
 
 log = logging.getLogger(__name__)
 Body = Mapping[str, Any]
@@ -207,42 +208,48 @@ def _controller_of(found: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 async def prepare_set(kube: KubeClient, obj: dict[str, Any]) -> str | None:
-    """Before a StatefulSet is applied: its live claim templates kept (they cannot change) and
-    its rollout set (template hash, partition: ``rollviews.with_rollout``). Why a changed volume
-    request is not applied, or None."""
+    """Before a StatefulSet is applied: its rollout set (template hash, partition:
+    ``rollviews.with_rollout``) and its claim templates: grown volumes expanded and the set
+    deleted with its pods orphaned, to be applied anew (``volumes.grow``); any other change
+    of them refused (the live ones kept). Why a volume change is not applied, or None."""
     md = obj["metadata"]
     live = await kube.get("apps/v1", "StatefulSet", md["namespace"], md["name"])
+    if live is not None and live["metadata"].get("deletionTimestamp"):
+        await wait_gone(kube, md["namespace"], md["name"])  # an earlier growth's delete
+        live = None
     with_rollout(obj, live)
-    return keep_claims(obj, live)
+    if live is None or "volumeClaimTemplates" not in live["spec"]:
+        return None
+    change = plan(
+        md["name"],
+        live["spec"]["volumeClaimTemplates"],
+        obj["spec"].get("volumeClaimTemplates", []),
+    )
+    refused = change.refused
+    if change.grow and refused is None:
+        refused = await grow(kube, live, change.grow)
+        if refused is None:
+            return None  # the set is gone: applied anew with the asked claim templates
+    keep_claims(obj, live)
+    if refused:
+        log.warning("%s", refused)
+    return refused
 
 
 def keep_claims(obj: dict[str, Any], live: Mapping[str, Any] | None) -> str | None:
-    """A StatefulSet's volumeClaimTemplates cannot change: keep the live ones; why the asked
-    ones are not applied (None when they are the same)."""
+    """Keep the live volumeClaimTemplates of a StatefulSet whose volumes are not grown here
+    (a drainer's); why the asked ones are not applied (None when they are the same)."""
     if live is None or "volumeClaimTemplates" not in live["spec"]:
         return None
     kept = [
         {"metadata": {"name": c["metadata"]["name"]}, "spec": c["spec"]}
         for c in live["spec"]["volumeClaimTemplates"]
     ]
-    name = obj["metadata"]["name"]
     refused = storage_change(
-        name, _requests(kept), _requests(obj["spec"].get("volumeClaimTemplates", []))
+        obj["metadata"]["name"], kept, obj["spec"].get("volumeClaimTemplates", [])
     )
-    if refused:
-        log.warning("%s", refused)
     obj["spec"]["volumeClaimTemplates"] = kept
     return refused
-
-
-def _requests(claims: list[dict[str, Any]]) -> str:
-    """The claims' requests as the refusal names them, e.g. ``data: 1Gi``."""
-    shown = []
-    for c in claims:
-        size = ((c["spec"].get("resources") or {}).get("requests") or {}).get("storage")
-        cls = c["spec"].get("storageClassName")
-        shown.append(f"{c['metadata']['name']}: {size}" + (f" ({cls})" if cls else ""))
-    return ", ".join(shown) or "none"
 
 
 async def sync_statuses(kube: KubeClient, cluster: str, seen: Observed, now_ms: int) -> None:

@@ -125,6 +125,7 @@ ALLOWED = [
     ("delete", "configmaps"),
     ("delete", "persistentvolumeclaims"),
     ("get", "persistentvolumeclaims"),  # a changefeed's claimCheckVolumeClaim must exist
+    ("patch", "persistentvolumeclaims"),  # a grown pump volume: each claim's request
     ("get", "secrets"),  # spec.tls.secretName: HTTPS to pumps and drainers
     ("create", "events"),
     # Pump and Drainer resources: watched, applied and deleted, their status written; a

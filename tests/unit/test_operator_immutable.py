@@ -77,10 +77,14 @@ def test_the_etcd_may_change_only_to_one_holding_the_same_cluster_id() -> None:
     assert empty is not None and "holds no cluster id" in empty
 
 
-def test_a_volume_change_is_named() -> None:
-    assert storage_change("c-pump", "data: 1Gi", "data: 1Gi") is None
-    why = storage_change("c-pump", "data: 1Gi", "data: 5Gi")
+def _claim(size: str) -> dict[str, Any]:
+    return {"metadata": {"name": "data"}, "spec": {"resources": {"requests": {"storage": size}}}}
+
+
+def test_a_drainer_volume_change_is_named() -> None:
+    assert storage_change("c-drainer-d", [_claim("1Gi")], [_claim("1Gi")]) is None
+    why = storage_change("c-drainer-d", [_claim("1Gi")], [_claim("5Gi")])
     assert why == (
-        "c-pump: the volume cannot change in place (a StatefulSet's claim templates are fixed): "
-        "keeping data: 1Gi, not data: 5Gi"
+        "c-drainer-d: the volume cannot change in place (a StatefulSet's claim templates are "
+        "fixed): keeping data: 1Gi, not data: 5Gi"
     )
