@@ -14,7 +14,9 @@ then its drainers (best effort: after ``drainer_close_timeout`` the deletion goe
 Warning event ``DrainersLeftOnline`` names each drainer left and why). Conditions are written
 only through ``ConditionWriter`` (read-modify-write with a resourceVersion precondition), never
 as a whole list through kopf's patch, so the reconcile handler and the status timer cannot
-overwrite each other's condition with a stale copy.
+overwrite each other's condition with a stale copy. The status timer also shows each pump's
+volume and free space (``status.pumpStorage``, ``PumpStorageFull``, ``VolumeResizePending``:
+``pumpstorage``).
 """
 
 from __future__ import annotations
