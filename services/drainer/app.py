@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -93,9 +94,9 @@ class Started:
     start_ts: int  # the checkpoint it started after
 
 
-async def current_tso(kv: Kv, clock: ClusterClock) -> int:
+async def current_tso(kv: Kv, clock: ClusterClock, tls: ssl.SSLContext | None = None) -> int:
     try:
-        async with clock.tso(kv) as tso:
+        async with clock.tso(kv, ssl_context=tls) as tso:
             return await tso.get_ts()
     except TsoError as e:
         raise DrainerError(
@@ -108,17 +109,24 @@ class LatestTs:
     """PD mode: the drainer's latest ts, PD's last timestamp moved on by the time since
     (tidb-binlog's approach ts), asked of PD every ``interval`` seconds."""
 
-    def __init__(self, kv: Kv, clock: ClusterClock, interval: float = 10.0) -> None:
+    def __init__(
+        self,
+        kv: Kv,
+        clock: ClusterClock,
+        interval: float = 10.0,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self._kv = kv
         self._clock = clock
         self._interval = interval
+        self._tls = tls
         self._approach = ApproachTs()
 
     def approach(self) -> int:
         return self._approach.approach()
 
     async def run(self) -> None:
-        async with self._clock.tso(self._kv) as tso:
+        async with self._clock.tso(self._kv, ssl_context=self._tls) as tso:
             while True:
                 try:
                     self._approach.observe(await tso.get_ts())
@@ -183,7 +191,8 @@ async def serve(
         check_marker(data_dir, cfg.rejoin, "drainer")  # a closed drainer stays offline
         async with AsyncExitStack() as stack:
             kv = await stack.enter_async_context(EtcdKv.connect(list(cfg.pd_urls)))
-            clock = await discover(kv, cfg.pd_urls, create=True)
+            client_ssl = client_context(cfg.security, check_hostname=False)
+            clock = await discover(kv, cfg.pd_urls, create=True, ssl_context=client_ssl)
             cluster_id = clock.cluster_id
             assert cluster_id is not None  # created in standalone mode, PD's in PD mode
             history = await stack.enter_async_context(_open_history(cfg.syncer.ddl_history, kv))
@@ -192,12 +201,16 @@ async def serve(
                 sink = await _open_sink(stack, cfg, cluster_id, pump_client)
             store = FileCheckpoint(data_dir)
             first = await _first_ts(
-                cfg, store, sink, lambda: current_tso(kv, clock), ctx, (cluster_id, history)
+                cfg,
+                store,
+                sink,
+                lambda: current_tso(kv, clock, client_ssl),
+                ctx,
+                (cluster_id, history),
             )
             checkpointer = Checkpointer(store, first, interval=cfg.checkpoint_interval)
             merged: asyncio.Queue[PulledBinlogItem] = asyncio.Queue(cfg.cache_binlog_count)
             feed = MergeFeed(Merger(first), merged)
-            client_ssl = client_context(cfg.security, check_hostname=False)
             converter = Converter(
                 history, cfg.syncer.table_filter(), cfg.syncer.ignore_txn_commit_ts
             )
@@ -251,7 +264,7 @@ async def serve(
                 checkpointer=checkpointer,
                 metrics=metrics,
                 backlog=backlog,
-                latest=LatestTs(kv, clock) if clock.pd else None,
+                latest=LatestTs(kv, clock, tls=client_ssl) if clock.pd else None,
             )
             final = await _run(drainer, sock, stop, stack, started, cluster_id, first)
             if final is NodeState.OFFLINE:

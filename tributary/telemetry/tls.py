@@ -11,6 +11,9 @@ before the client certificate arrives), so the CN is checked right after the han
 request, from the verified peer certificate: the gRPC server answers ``UNAUTHENTICATED``
 (``telemetry.grpcauth``) and the ops HTTP server ``403`` (``telemetry.http``). Invariant: with
 allowed CNs configured, no handler runs for a peer whose verified certificate has no allowed CN.
+
+Both contexts follow their files (``telemetry.tlsreload``): rotated certificates, keys and CAs
+apply to the next handshake, without a restart.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from tributary.errors import TributaryError
 from tributary.settings.security import SecuritySettings
+from tributary.telemetry.tlsreload import ReloadingContext
 
 ALPN_GRPC = ("h2",)
 ALPN_HTTP = ("http/1.1",)
@@ -37,43 +41,52 @@ class TlsError(TributaryError):
 def server_context(
     security: SecuritySettings, *, alpn: Sequence[str] = ALPN_GRPC
 ) -> ssl.SSLContext | None:
-    """The server context, or None when TLS is off."""
+    """The server context, or None when TLS is off. It follows its files
+    (``telemetry.tlsreload``): a handshake uses what they hold when it starts."""
     if not security.tls_enabled:
         return None
     if not (security.ssl_cert and security.ssl_key):
         raise TlsError("a TLS server needs ssl-cert and ssl-key")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.options |= ssl.OP_NO_COMPRESSION  # required by HTTP/2 (RFC 7540 9.2.1)
-    _load_chain(ctx, security)
-    if security.ssl_ca:
-        _load_ca(ctx, security.ssl_ca)
-        ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.set_alpn_protocols(list(alpn))
-    return ctx
+
+    def build(ctx: ssl.SSLContext) -> None:
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.options |= ssl.OP_NO_COMPRESSION  # required by HTTP/2 (RFC 7540 9.2.1)
+        _load_chain(ctx, security)
+        if security.ssl_ca:
+            _load_ca(ctx, security.ssl_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.set_alpn_protocols(list(alpn))
+
+    return ReloadingContext(ssl.PROTOCOL_TLS_SERVER, build, _files(security))
 
 
 def client_context(
     security: SecuritySettings, *, alpn: Sequence[str] = ALPN_GRPC, check_hostname: bool = True
 ) -> ssl.SSLContext | None:
-    """The client context, or None when TLS is off.
+    """The client context, or None when TLS is off; it follows its files as the server's does.
 
     ``check_hostname=False`` still verifies the chain but not the name in the certificate.
     """
     if not security.tls_enabled:
         return None
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.options |= ssl.OP_NO_COMPRESSION
-    if security.ssl_ca:
-        _load_ca(ctx, security.ssl_ca)
-    else:
-        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
-    ctx.check_hostname = check_hostname
-    if security.ssl_cert:
-        _load_chain(ctx, security)
-    ctx.set_alpn_protocols(list(alpn))
-    return ctx
+
+    def build(ctx: ssl.SSLContext) -> None:
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.options |= ssl.OP_NO_COMPRESSION
+        if security.ssl_ca:
+            _load_ca(ctx, security.ssl_ca)
+        else:
+            ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        ctx.check_hostname = check_hostname
+        if security.ssl_cert:
+            _load_chain(ctx, security)
+        ctx.set_alpn_protocols(list(alpn))
+
+    return ReloadingContext(ssl.PROTOCOL_TLS_CLIENT, build, _files(security))
+
+
+def _files(security: SecuritySettings) -> tuple[str, ...]:
+    return tuple(f for f in (security.ssl_ca, security.ssl_cert, security.ssl_key) if f)
 
 
 def _load_chain(ctx: ssl.SSLContext, security: SecuritySettings) -> None:
