@@ -2,10 +2,12 @@
 
 Flags: ``--kind bank|mixed --upstream mysql://user:pw@host:port | sqlite:///path --pd-urls
 http://etcd:2379 --duration 30 --writers 8 [--rate N] [--txns N] [--seed S] [--database D]
-[--accounts N] [--ddl-ratio F]``. The cluster ID is read from etcd (the pumps store it), the
-TSO and the pumps are found there too, DDL jobs go to the DDL history in the same etcd.
-SIGINT/SIGTERM stop the writers between transactions. The counters are printed as one JSON
-line on stdout at the end.
+[--accounts N] [--ddl-ratio F] [--ssl-ca F --ssl-cert F --ssl-key F]``. The cluster ID is read
+from etcd (the pumps store it), the TSO and the pumps are found there too, DDL jobs go to the
+DDL history in the same etcd. With ``--ssl-*`` the pumps and the TSO are reached over TLS
+(mutual with a certificate; the chain is checked, not the host name, as the pumps' own clients
+do), and rotated files apply to the next connection. SIGINT/SIGTERM stop the writers between
+transactions. The counters are printed as one JSON line on stdout at the end.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ import asyncio
 import json
 import logging
 import signal
+import ssl
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tributary.coord.cluster_id import read_cluster_id
 from tributary.coord.etcd import EtcdKv
 from tributary.ddlhistory import KvDdlHistory
 from tributary.pumpclient import PumpsClient
+from tributary.settings.security import SecuritySettings
 from tributary.telemetry.logs import configure_logging
+from tributary.telemetry.tls import client_context
 from tributary.tso.client import TsoClient
 from tributary.version import add_version_flag
 from tributary.workload.mixed import MixedOptions
@@ -48,6 +53,7 @@ class Options:
     accounts: int
     ddl_ratio: float
     log_level: str
+    security: SecuritySettings = field(default_factory=SecuritySettings)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Options:
@@ -66,6 +72,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     p.add_argument("--database", help="upstream database (default: the kind's name)")
     p.add_argument("--accounts", type=int, default=1000, help="bank accounts (default 1000)")
     p.add_argument("--ddl-ratio", type=float, default=0.02, help="mixed: share of DDL steps")
+    p.add_argument("--ssl-ca", default="", help="CA file (PEM) the pumps' certificates chain to")
+    p.add_argument("--ssl-cert", default="", help="client certificate file (PEM)")
+    p.add_argument("--ssl-key", default="", help="client key file (PEM)")
     p.add_argument("--log-level", default="info")
     add_version_flag(p)
     ns = p.parse_args(argv)
@@ -74,6 +83,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         p.error("--pd-urls needs at least one endpoint")
     if ns.writers < 1:
         p.error("--writers must be at least 1")
+    security = SecuritySettings(ns.ssl_ca, ns.ssl_cert, ns.ssl_key)
+    for key, problem in security.validate():
+        p.error(f"--{key}: {problem}")
     duration = ns.duration if ns.duration is not None or ns.txns is not None else 30.0
     return Options(
         ns.kind,
@@ -88,19 +100,21 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         ns.accounts,
         ns.ddl_ratio,
         ns.log_level,
+        security,
     )
 
 
 async def run(opts: Options, stop: asyncio.Event) -> WorkloadStats:
     mixed = MixedOptions(ddl_ratio=opts.ddl_ratio)
     workload = make_workload(opts.kind, opts.database, accounts=opts.accounts, mixed=mixed)
+    tls: ssl.SSLContext | None = client_context(opts.security, check_hostname=False)
     async with EtcdKv.connect(list(opts.pd_urls)) as kv:
         cluster_id = await read_cluster_id(kv)
         if cluster_id is None:
             raise SystemExit("no cluster ID in etcd: start the pumps first")
         async with (
-            TsoClient(kv, cluster_id) as tso,
-            PumpsClient(kv, cluster_id) as pumps,
+            TsoClient(kv, cluster_id, ssl_context=tls) as tso,
+            PumpsClient(kv, cluster_id, ssl_context=tls) as pumps,
             open_upstream(opts.upstream, writers=opts.writers) as upstream,
         ):
             return await run_workload(
