@@ -1,16 +1,18 @@
-"""The storage lake job: a storage sink's directory (TiCDC's layout, ``csv`` or ``canal-json``)
-into one Parquet table per upstream table, holding each primary key's latest row as of the
-directory's checkpoint.
+"""The storage lake job: a storage sink's files (TiCDC's layout, ``csv`` or ``canal-json``, in a
+directory or an S3 bucket prefix) into one Parquet table per upstream table, holding each primary
+key's latest row as of the directory's checkpoint.
 
 ``python -m services.spark.storage_lake --storage 'file:///DIR?protocol=csv&...' --lake DIR``
-(the storage URL is the changefeed's sink URL: its protocol, CSV options, date separator and
-terminator say how to read the files). The driver reads ``metadata`` and then lists the files
+(the storage URL is the changefeed's sink URL, ``s3://BUCKET/PREFIX?...&endpoint=...`` too: its
+protocol, CSV options, date separator and terminator say how to read the files, its S3
+parameters where they are). The driver reads ``metadata`` and then lists the files
 (``tributary.sinks.storage.reader``, whose rules make every file holding a row at or below the
-checkpoint visible); each data file is one task that decodes its rows with the table version's
-schema file; per table, rows above the checkpoint are left out, and of each primary key the
-change with the highest (commit ts, file order, line) wins, a key whose last change is a
-delete disappears. So a row written twice after a crash (the same commit ts in two files)
-counts once, and a CSV ``U`` record (the new row only) replaces the key's row.
+checkpoint visible); each data file is one task that reads it through the same store (the executors'
+Python, botocore for S3: no Hadoop S3 connector is involved) and decodes its rows with the table
+version's schema file; per table, rows above the checkpoint are left out, and of each primary key
+the change with the highest (commit ts, file order, line) wins, a key whose last change is a delete
+disappears. So a row written twice after a crash (the same commit ts in two files) counts once, and
+a CSV ``U`` record (the new row only) replaces the key's row.
 
 Output: ``<lake>/<schema>.<table>/`` Parquet with the table's columns as its newest version has
 them (a column added later is NULL in rows written before it, which is what the upstream holds
@@ -47,6 +49,7 @@ from tributary.change import SqlValue
 from tributary.sinks.port import SinkError
 from tributary.sinks.storage import reader
 from tributary.sinks.storage.settings import StorageSettings, parse_url
+from tributary.sinks.storage.store import Store, open_store
 from tributary.sinks.storage.tabledef import TableCol, TableDefinition
 
 log = logging.getLogger(__name__)
@@ -83,12 +86,15 @@ class TablePlan:
     files: tuple[tuple[int, str, TableDefinition], ...]  # (order, relative path, its version)
 
 
-def plan(root: Path, settings: StorageSettings) -> tuple[int, list[TablePlan], list[str]]:
+def plan(store: Store, settings: StorageSettings) -> tuple[int, list[TablePlan], list[str]]:
     """The checkpoint, the tables to build, and the tables skipped (no primary key)."""
-    checkpoint = reader.checkpoint(root)
-    if checkpoint is None:
-        raise SinkError(f"{root} has no metadata: the sink has written nothing yet")
-    scan = reader.scan(root, settings)
+    try:
+        checkpoint = reader.checkpoint(store)
+        scan = reader.scan(store, settings) if checkpoint is not None else None
+    except OSError as e:
+        raise SinkError(f"{store.location}: {e}") from e
+    if checkpoint is None or scan is None:
+        raise SinkError(f"{store.location} has no metadata: the sink has written nothing yet")
     grouped: dict[tuple[str, str], list[tuple[int, str, TableDefinition]]] = {}
     for order, (place, relative) in enumerate(scan.data):
         schema_file = scan.schemas.get((place.schema, place.table, place.version))
@@ -110,13 +116,14 @@ def plan(root: Path, settings: StorageSettings) -> tuple[int, list[TablePlan], l
 
 
 def _task_rows(
-    task: tuple[str, StorageSettings, int, str, TableDefinition, tuple[TableCol, ...], int],
+    task: tuple[StorageSettings, int, str, TableDefinition, tuple[TableCol, ...], int],
 ) -> Iterator[tuple[Any, ...]]:
     """One data file's rows at or below the checkpoint, each value in its lake column's type
-    (runs in an executor)."""
-    root, settings, order, relative, definition, columns, checkpoint = task
+    (runs in an executor, which opens the store itself)."""
+    settings, order, relative, definition, columns, checkpoint = task
     kinds = [(c.name, spark_type(c)) for c in columns]
-    for line, (ts, row) in enumerate(reader.read_rows(Path(root), relative, definition, settings)):
+    store = open_store(settings)
+    for line, (ts, row) in enumerate(reader.read_rows(store, relative, definition, settings)):
         if ts > checkpoint:
             continue
         values = [_coerce(row.values.get(name), kind) for name, kind in kinds]
@@ -143,7 +150,7 @@ def _coerce(value: SqlValue, kind: T.DataType) -> SqlValue:
 
 
 def table_frame(
-    spark: SparkSession, root: Path, settings: StorageSettings, table: TablePlan, checkpoint: int
+    spark: SparkSession, settings: StorageSettings, table: TablePlan, checkpoint: int
 ) -> DataFrame:
     names = tuple(c.name for c in table.columns)
     schema = T.StructType(
@@ -156,7 +163,7 @@ def table_frame(
         ]
     )
     tasks = [
-        (str(root), settings, order, relative, definition, table.columns, checkpoint)
+        (settings, order, relative, definition, table.columns, checkpoint)
         for order, relative, definition in table.files
     ]
     rdd = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).flatMap(_task_rows)
@@ -172,11 +179,10 @@ def table_frame(
 
 
 def build_lake(spark: SparkSession, settings: StorageSettings, lake: Path) -> dict[str, Any]:
-    root = Path(settings.directory)
-    checkpoint, tables, skipped = plan(root, settings)
+    checkpoint, tables, skipped = plan(open_store(settings), settings)
     counts: dict[str, int] = {}
     for table in tables:
-        frame = table_frame(spark, root, settings, table, checkpoint).cache()
+        frame = table_frame(spark, settings, table, checkpoint).cache()
         counts[table.name] = frame.count()
         tmp = lake / "_tmp" / table.name
         shutil.rmtree(tmp, ignore_errors=True)
@@ -200,7 +206,7 @@ def build_lake(spark: SparkSession, settings: StorageSettings, lake: Path) -> di
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="storage_lake", description=__doc__.split("\n\n")[0])
-    p.add_argument("--storage", required=True, help="the storage sink's URL (file://...)")
+    p.add_argument("--storage", required=True, help="the storage sink's URL (file://..., s3://...)")
     p.add_argument("--lake", required=True, help="the lake's directory")
     p.add_argument("--master", default=None, help="Spark master (default SPARK_MASTER or local[*])")
     p.add_argument("--driver-memory", default="1g")

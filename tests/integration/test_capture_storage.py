@@ -1,7 +1,8 @@
-"""MariaDB -> a real capture process -> the storage sink (``file://...?protocol=csv``) -> a
-consumer following TiCDC's layout -> another MariaDB, with the capture SIGKILLed in the middle
-of the load; then a Spark job (``services.spark.storage_lake``, a real process) turns the same
-files into a Parquet lake.
+"""MariaDB -> a real capture process -> the storage sink (``file://...?protocol=csv``, and
+``s3://...`` on a real S3-compatible server, SeaweedFS) -> a consumer following TiCDC's layout
+(reading the directory, or the objects through the S3 API) -> another MariaDB, with the capture
+SIGKILLed in the middle of the load; then a Spark job (``services.spark.storage_lake``, a real
+process) turns the same files into a Parquet lake.
 
 Proves: TiCDC's layout on disk (``metadata``, schema files per table version and for DDLs,
 ``<version>/<date>/CDC<n>.csv`` with ``meta/CDC.index``); the checker finds the rebuilt
@@ -21,7 +22,7 @@ import random
 import subprocess
 import sys
 from decimal import Decimal
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -42,12 +43,13 @@ from tributary.sinks import SinkOptions
 from tributary.sinks.schemes import open_sink
 from tributary.sinks.storage import reader
 from tributary.sinks.storage.settings import parse_url
+from tributary.sinks.storage.store import Store, open_store
 
 if TYPE_CHECKING:
     from tests.support.etcd import EtcdProcess
     from tests.support.mariadb import InstanceFactory, MariaDBServer
 
-pytest_plugins = ["tests.support.mariadb"]
+pytest_plugins = ["tests.support.mariadb", "tests.support.seaweedfs"]
 pytestmark = [pytest.mark.etcd, pytest.mark.slow, pytest.mark.timeout(420)]
 
 KINDS = (
@@ -92,33 +94,52 @@ async def _checkpoint(port: int, above: int) -> int | None:
     return ts if ts > above else None
 
 
-async def _rows_past(root: Path, settings: Any, port: int) -> list[str]:
+async def _rows_past(store: Store, settings: Any, port: int) -> list[str]:
     """Data files holding a row above the changefeed's checkpoint (and ``metadata``'s)."""
-    checkpoint = max(await _checkpoint(port, 0) or 0, reader.checkpoint(root) or 0)
-    return await asyncio.to_thread(_files_above, root, settings, checkpoint)
+    written = await asyncio.to_thread(reader.checkpoint, store)
+    checkpoint = max(await _checkpoint(port, 0) or 0, written or 0)
+    return await asyncio.to_thread(_files_above, store, settings, checkpoint)
 
 
-def _files_above(root: Path, settings: Any, checkpoint: int) -> list[str]:
-    scan = reader.scan(root, settings)
+def _files_above(store: Store, settings: Any, checkpoint: int) -> list[str]:
+    scan = reader.scan(store, settings)
     past = []
     for place, relative in scan.data:
         definition = scan.schemas[(place.schema, place.table, place.version)].definition
-        if any(ts > checkpoint for ts, _ in reader.read_rows(root, relative, definition, settings)):
+        rows = reader.read_rows(store, relative, definition, settings)
+        if any(ts > checkpoint for ts, _ in rows):
             past.append(relative)
     return past
 
 
+def _all_files(store: Store) -> dict[str, bytes | None]:
+    return {p: store.read(PurePosixPath(p)) for p in store.walk()}
+
+
+CSV_OPTIONS = (
+    "protocol=csv&flush-interval=5s&file-size=1MiB&worker-count=4"
+    "&date-separator=day&file-index-width=6&csv.include-commit-ts=true"
+)
+
+
+@pytest.mark.parametrize("backend", ["file", "s3"])
 async def test_capture_to_storage_sink_rebuilt_equal_across_a_kill_and_into_a_lake(
-    tmp_path: Path, etcd: EtcdProcess, mariadb_instance: InstanceFactory
+    backend: str,
+    tmp_path: Path,
+    etcd: EtcdProcess,
+    mariadb_instance: InstanceFactory,
+    request: pytest.FixtureRequest,
 ) -> None:
+    """``file``: a directory; ``s3``: a bucket prefix on SeaweedFS, every file an object written
+    with a conditional PUT and read back through the S3 API by the consumer and the lake job."""
     up = mariadb_instance("up", "--binlog-row-metadata=FULL")
     down = mariadb_instance("down")
-    root = tmp_path / "cdc"
-    uri = (
-        f"file://{root}?protocol=csv&flush-interval=5s&file-size=1MiB&worker-count=4"
-        "&date-separator=day&file-index-width=6&csv.include-commit-ts=true"
-    )
+    if backend == "s3":
+        uri = request.getfixturevalue("seaweedfs").uri("changefeeds/to-files", CSV_OPTIONS)
+    else:
+        uri = f"file://{tmp_path / 'cdc'}?{CSV_OPTIONS}"
     settings = parse_url(urlsplit(uri))
+    store = open_store(settings)  # the sink opens it; the test only reads
     upstream = up.dsn() + "?server-id=4421"
     capture, port = start_capture(etcd.endpoint, upstream, tmp_path / "c.log")
     stop, done = asyncio.Event(), asyncio.Event()
@@ -159,12 +180,12 @@ async def test_capture_to_storage_sink_rebuilt_equal_across_a_kill_and_into_a_la
                 # the changefeed's checkpoint moves past the DDLs; then kill the capture while a
                 # file (written because it reached file-size) holds rows above that checkpoint:
                 # the restart writes them again
-                after_ddl = reader.checkpoint(root) or 0
+                after_ddl = await asyncio.to_thread(reader.checkpoint, store) or 0
                 await wait_for(lambda: _checkpoint(port, after_ddl), 60, "the checkpoint moving")
                 past = await wait_for(
-                    lambda: _rows_past(root, settings, port), 60, "a file past the checkpoint"
+                    lambda: _rows_past(store, settings, port), 60, "a file past the checkpoint"
                 )
-                before = {p: (root / p).read_bytes() for p, _ in _data_files(root, settings)}
+                before = await asyncio.to_thread(_all_files, store)
                 capture.kill()
                 capture.wait()
                 await asyncio.sleep(2)  # the upstream goes on meanwhile
@@ -179,10 +200,12 @@ async def test_capture_to_storage_sink_rebuilt_equal_across_a_kill_and_into_a_la
                 await consuming
 
         assert counts[0] > 50 and counts[1] > 50
+        after = _all_files(store)
         for path, data in before.items():  # nothing seen before the kill was replaced
-            assert (root / path).read_bytes() == data, path
+            if path not in ("metadata",) and not path.endswith("/CDC.index"):
+                assert after[path] == data, path
         assert past and consumer.duplicates > 0  # rows written twice, dropped once
-        _check_layout(root, settings)
+        _check_layout(store, settings)
 
         lake = tmp_path / "lake"
         await asyncio.to_thread(_run_lake_job, uri, lake, tmp_path / "spark.log")
@@ -197,14 +220,10 @@ async def test_capture_to_storage_sink_rebuilt_equal_across_a_kill_and_into_a_la
         capture.wait()
 
 
-def _data_files(root: Path, settings: Any) -> list[tuple[str, Any]]:
-    return [(rel, place) for place, rel in reader.scan(root, settings).data]
-
-
-def _check_layout(root: Path, settings: Any) -> None:
-    meta = json.loads((root / "metadata").read_bytes())
+def _check_layout(store: Store, settings: Any) -> None:
+    meta = json.loads(store.read(PurePosixPath("metadata")) or b"")
     assert list(meta) == ["checkpoint-ts"] and meta["checkpoint-ts"] > 0
-    scan = reader.scan(root, settings)
+    scan = reader.scan(store, settings)
     ddls = sorted(s.definition.query for s in scan.schemas.values() if s.definition.query)
     assert "ALTER TABLE shop.t1 ADD COLUMN note VARCHAR(20)" in ddls
     assert any(q.startswith("CREATE TABLE shop.late") for q in ddls)
@@ -219,8 +238,8 @@ def _check_layout(root: Path, settings: Any) -> None:
         parts = relative.split("/")
         assert parts[3] == place.date and len(place.date) == 10  # <version>/<yyyy-mm-dd>/
         assert parts[4] == f"CDC{place.index:06d}.csv"
-        index = (root / relative).parent / "meta" / "CDC.index"
-        assert index.read_text().endswith(".csv\n")
+        index = store.read(PurePosixPath(relative).parent / "meta" / "CDC.index")
+        assert index is not None and index.endswith(b".csv\n")
     for (schema, table, _), f in scan.schemas.items():
         if table:
             assert f.relative.startswith(f"{schema}/{table}/meta/schema_")
@@ -333,7 +352,7 @@ async def test_canal_json_files_without_date_directories_rebuilt_equal(
         stop.set()
         capture.kill()
         capture.wait()
-    scan = reader.scan(root, settings)
+    scan = reader.scan(open_store(settings), settings)
     assert scan.data and all(len(rel.split("/")) == 4 for _, rel in scan.data)  # no date
     first = scan.data[0][1]
     assert first.endswith("/CDC00000000000000000001.json")

@@ -1,5 +1,6 @@
-"""A consumer of a storage sink's directory that rebuilds the upstream through a sink, following
-TiCDC's documented layout (``tributary.sinks.storage.reader`` says the rules).
+"""A consumer of a storage sink's files that rebuilds the upstream through a sink, following
+TiCDC's documented layout (``tributary.sinks.storage.reader`` says the rules). It reads through
+the sink's store: a directory for ``file://``, the S3 API (botocore) for ``s3://``.
 
 Each round: read ``metadata``'s checkpoint C first, then scan the directory. DDLs are the schema
 files with a query, at their version. Per table, data files are read in their order (version,
@@ -18,12 +19,12 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tributary.change import Ddl, RowChange, Txn
 from tributary.sinks import Sink
 from tributary.sinks.storage import reader
 from tributary.sinks.storage.settings import StorageSettings
+from tributary.sinks.storage.store import open_store
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class _Event:
 
 class StorageConsumer:
     def __init__(self, settings: StorageSettings, sink: Sink) -> None:
-        self.root = Path(settings.directory)
+        self.store = open_store(settings)
         self.settings = settings
         self.sink = sink
         sink.safe_mode = True
@@ -64,10 +65,11 @@ class StorageConsumer:
         self.pending.append(_Event(ts, self._seq, row, ddl))
 
     async def step(self) -> None:
-        checkpoint = reader.checkpoint(self.root)  # before the scan: see the module's doc
+        # before the scan: see the module's doc
+        checkpoint = await asyncio.to_thread(reader.checkpoint, self.store)
         if checkpoint is None:
             return
-        scan = await asyncio.to_thread(reader.scan, self.root, self.settings)
+        scan = await asyncio.to_thread(reader.scan, self.store, self.settings)
         for schema_file in scan.schemas.values():
             d = schema_file.definition
             if d.query and schema_file.relative not in self.ddls:
@@ -110,7 +112,7 @@ class StorageConsumer:
             if schema_file is None:
                 return  # its schema file came after the scan passed it: next round
             rows = list(
-                reader.read_rows(self.root, relative, schema_file.definition, self.settings)
+                reader.read_rows(self.store, relative, schema_file.definition, self.settings)
             )
             if rows and min(ts for ts, _ in rows) > checkpoint:
                 return  # this file and the table's later ones wait for the checkpoint

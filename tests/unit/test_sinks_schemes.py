@@ -27,13 +27,13 @@ def test_redact_hides_only_the_password() -> None:
 
 
 def test_known_schemes() -> None:
-    assert set(OPENERS) == {"sqlite", "blackhole", "print", "file", "mysql", "pump", "kafka"}
+    assert set(OPENERS) == {"sqlite", "blackhole", "print", "file", "s3", "mysql", "pump", "kafka"}
     assert scheme_of("SQLite:///x.db") == "sqlite"
     assert scheme_of("tidb://root@127.0.0.1:4000/") == "mysql"  # TiCDC's name, the same sink
 
 
 async def test_unknown_scheme_lists_the_known_ones() -> None:
-    known = r"blackhole://, file://, kafka://, mysql://, print://, pump://, sqlite://"
+    known = r"blackhole://, file://, kafka://, mysql://, print://, pump://, s3://, sqlite://"
     with pytest.raises(SinkError, match=known) as e:
         async with open_sink("nosuch://127.0.0.1:9092", OPTS):
             pass
@@ -102,6 +102,10 @@ UNKNOWN_OPTION_URLS = {
     "mysql": ("mysql://u:s3cret@127.0.0.1:1/?consistent=true&journal=wal", "worker-count"),
     "pump": ("pump://127.0.0.1:1/?name=x&journal=wal", "cluster-id, name, ssl-ca"),
     "kafka": ("kafka://127.0.0.1:1/t?kafka-max-messages=5&journal=wal", "kafka-version"),
+    "s3": (
+        "s3://cdc/p?protocol=csv&access-key=a&secret-access-key=s3cret&journal=wal",
+        "secret-access-key, session-token",
+    ),
 }
 
 

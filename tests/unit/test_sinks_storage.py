@@ -31,6 +31,7 @@ from tributary.sinks.storage import reader
 from tributary.sinks.storage.files import Files
 from tributary.sinks.storage.settings import CsvSettings, StorageSettings
 from tributary.sinks.storage.sink import StorageSink
+from tributary.sinks.storage.store import next_index
 from tributary.sinks.storage.versions import TableVersions, concerns
 
 ITEMS = TableInfo.build("shop", "items", [("id", "int"), ("v", "varchar(8)")], primary_key=["id"])
@@ -217,13 +218,13 @@ def test_next_index_follows_the_index_file_and_the_directory(tmp_path: Path) -> 
     files = Files(tmp_path)
     files.open()
     d = PurePosixPath("s/t/1")
-    assert files.next_index(d, ".csv") == 1
+    assert next_index(files, d, ".csv") == 1
     files.replace(d / "meta/CDC.index", b"CDC000005.csv\n")
-    assert files.next_index(d, ".csv") == 5  # named but never written: that number again
+    assert next_index(files, d, ".csv") == 5  # named but never written: that number again
     assert files.create(d / "CDC000005.csv", b"x")
-    assert files.next_index(d, ".csv") == 6
+    assert next_index(files, d, ".csv") == 6
     assert files.create(d / "CDC000009.csv", b"y")  # a file the index does not name
-    assert files.next_index(d, ".csv") == 10
+    assert next_index(files, d, ".csv") == 10
     assert not files.create(d / "CDC000009.csv", b"z")  # never replaced
     assert (tmp_path / d / "CDC000009.csv").read_bytes() == b"y"
 
@@ -278,7 +279,7 @@ async def test_a_ddl_writes_everything_before_it_then_its_schema_file(tmp_path: 
         assert await sink.checkpoint() == 300  # each DDL wrote everything before it
     finally:
         await sink.close()
-    scan = reader.scan(tmp_path, _settings(tmp_path))
+    scan = reader.scan(Files(tmp_path), _settings(tmp_path))
     queries = {k: s.definition.query for k, s in scan.schemas.items()}
     assert queries == {
         ("shop", "items", 100): "",
@@ -293,14 +294,14 @@ async def test_a_ddl_writes_everything_before_it_then_its_schema_file(tmp_path: 
         (ts, r.values)
         for p, rel in scan.data
         for ts, r in reader.read_rows(
-            tmp_path,
+            Files(tmp_path),
             rel,
             scan.schemas[("shop", "items", p.version)].definition,
             _settings(tmp_path),
         )
     ]
     assert rows == [(100, {"id": 1, "v": "v1"}), (210, {"id": 2, "v": "b", "n": 7})]
-    assert reader.checkpoint(tmp_path) == 300
+    assert reader.checkpoint(Files(tmp_path)) == 300
 
 
 async def test_canal_json_lines(tmp_path: Path) -> None:
@@ -412,7 +413,7 @@ async def test_a_processor_moves_its_checkpoint_only_past_durable_files(tmp_path
         await opened[0].flush()
         await _until(lambda: p.checkpoint_ts == 1005)
         assert p.position == "5" and p.applied_rows == 5
-        assert reader.checkpoint(tmp_path) == 1005
+        assert reader.checkpoint(Files(tmp_path)) == 1005
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

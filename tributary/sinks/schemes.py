@@ -12,6 +12,9 @@
   ``pb_binlog`` records, readable by ``reparo`` (``sinks.file``).
 * ``file:///DIR?protocol=csv&flush-interval=5s&file-size=64MiB``: TiCDC's storage sink, CSV
   or ``canal-json`` files in TiCDC's layout (``sinks.storage``): a ``protocol`` decides.
+* ``s3://BUCKET/PREFIX?protocol=csv&endpoint=http://HOST:PORT``: the same storage sink on an
+  S3 bucket prefix (AWS or an S3-compatible service; ``sinks.storage.settings`` lists the
+  parameters).
 * ``kafka://HOST:PORT[,HOST:PORT]/[TOPIC]?kafka-max-message-size=1GiB``: tidb-binlog's secondary
   binlog, one message per transaction, topic ``<cluster-id>_obinlog`` by default (``sinks.kafka``).
 * ``pump://ETCD_HOST:PORT[,HOST:PORT]/?name=X&cluster-id=N``: binlogs into a pump cluster, as
@@ -62,6 +65,12 @@ async def _file(url: SplitResult, options: SinkOptions) -> Sink:
     return await sink.open_url(url, options)
 
 
+async def _s3(url: SplitResult, options: SinkOptions) -> Sink:
+    from tributary.sinks.storage import sink as storage
+
+    return await storage.open_url(url, options)
+
+
 async def _pump(url: SplitResult, options: SinkOptions) -> Sink:
     from tributary.sinks.pump import sink
 
@@ -76,6 +85,7 @@ OPENERS: dict[str, Opener] = {
     "blackhole": blackhole.open_url,
     "print": printer.open_url,
     "file": _file,
+    "s3": _s3,
     "mysql": mysql.open_url,
     "pump": _pump,
     "kafka": kafka.open_url,
@@ -107,9 +117,9 @@ def scheme_of(url: str) -> str:
 
 def check_options(url: str) -> None:
     """The options of a sink URL that can be checked without opening the sink (a storage
-    sink's: ``file://...?protocol=``); a SinkError naming the problem."""
+    sink's: ``file://...?protocol=``, ``s3://``); a SinkError naming the problem."""
     parts = _split(url)
-    if parts.scheme.lower() == "file" and is_storage_url(parts):
+    if parts.scheme.lower() in ("file", "s3") and is_storage_url(parts):
         storage_url(parts)
 
 

@@ -1,5 +1,5 @@
-"""Durable files for the storage sink: a file appears whole or not at all, and a data file,
-once there, is never replaced.
+"""The storage sink's directory store (``file://``, ``store.Store``): a file appears whole or
+not at all, and a data file, once there, is never replaced.
 
 * ``create`` writes the bytes to a new file under ``.tmp/``, fsyncs it, then hard-links it to
   its name (``link`` fails if the name exists, so nothing anyone may have read is ever
@@ -11,10 +11,9 @@ once there, is never replaced.
 * directories are created with their parents fsynced, so a file that survived a crash is
   reachable after it; ``open`` empties ``.tmp/`` (files of a writer that died mid-write).
 
-A crash at any point leaves every data and schema file either complete or absent, and
-``next_index`` never hands out a number whose file exists, so a new file never lands on one a
-consumer may have read. The directory's file system must support hard links (local disks and
-NFS do).
+A crash at any point leaves every data and schema file either complete or absent, and a new
+file never lands on one a consumer may have read. The directory's file system must support hard
+links (local disks and NFS do).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import os
 import uuid
 from pathlib import Path, PurePosixPath
 
-from tributary.sinks.storage.layout import INDEX_FILE, TMP_DIR, parse_data_file_name
+from tributary.sinks.storage.layout import TMP_DIR
 
 
 def fsync_dir(path: Path) -> None:
@@ -40,6 +39,10 @@ class Files:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._dirs: set[Path] = set()  # directories known to exist, durably
+
+    @property
+    def location(self) -> str:
+        return str(self.root)
 
     def open(self) -> None:
         """Create the root and ``.tmp/``; remove what a writer that died left in ``.tmp/``."""
@@ -99,30 +102,22 @@ class Files:
         except FileNotFoundError:
             return None
 
-    def exists(self, relative: PurePosixPath) -> bool:
-        return (self.root / relative).exists()
+    def size(self, relative: PurePosixPath) -> int | None:
+        try:
+            return (self.root / relative).stat().st_size
+        except FileNotFoundError:
+            return None
 
     def list_names(self, relative: PurePosixPath) -> list[str]:
         try:
-            return [p.name for p in (self.root / relative).iterdir()]
+            return [p.name for p in (self.root / relative).iterdir() if p.is_file()]
         except FileNotFoundError:
             return []
 
-    def next_index(self, directory: PurePosixPath, extension: str) -> int:
-        """The first file number to use in a data directory, as TiCDC's
-        ``getNextFileIdxFromIndexFile`` finds it: after the one ``meta/CDC.index`` names if that
-        file exists and is not empty (else that number again: it was never written), and after
-        every data file the directory holds."""
-        last = 0
-        named = self.read(directory / INDEX_FILE)
-        if named is not None:
-            n = parse_data_file_name(named.decode(errors="replace").strip(), extension)
-            if n is not None:
-                path = self.root / directory / named.decode().strip()
-                written = path.exists() and path.stat().st_size > 0
-                last = n if written else n - 1
-        for name in self.list_names(directory):
-            k = parse_data_file_name(name, extension)
-            if k is not None:
-                last = max(last, k)
-        return last + 1
+    def walk(self) -> list[str]:
+        found: list[str] = []
+        for here, dirs, names in os.walk(self.root):
+            dirs[:] = [d for d in dirs if d != TMP_DIR]
+            rel_dir = Path(here).relative_to(self.root).as_posix()
+            found.extend(f"{rel_dir}/{n}" if rel_dir != "." else n for n in names)
+        return found

@@ -1,9 +1,10 @@
-"""Reading a storage sink's directory back, by TiCDC's layout: what a consumer needs.
+"""Reading a storage sink's files back, by TiCDC's layout: what a consumer needs.
 
-``scan`` lists the schema files (table versions, DDLs) and the data files under the root,
-each data file with its place (``layout.DataPath``, whose order is the order to read a
-table's files in); ``checkpoint`` reads ``metadata``; ``read_rows`` decodes a data file into
-(commit ts, row change) pairs with the table version's definition. Nothing here writes.
+Every function reads through a ``store.Store`` (a directory or an S3 bucket prefix:
+``store.open_store(settings)``). ``scan`` lists the schema files (table versions, DDLs) and the data
+files under the root, each data file with its place (``layout.DataPath``, whose order is the order
+to read a table's files in); ``checkpoint`` reads ``metadata``; ``read_rows`` decodes a data file
+into (commit ts, row change) pairs with the table version's definition. Nothing here writes.
 
 What a consumer must do with them (``tests/support/storage_consumer.py`` does it): read
 ``metadata`` first, then scan; every file holding a row at or below that checkpoint is then in
@@ -16,16 +17,16 @@ and DDLs (schema files with a query, at their version) at or below the checkpoin
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePosixPath
 
 from tributary.change import RowChange
 from tributary.sinks.kafka.canal import decode
 from tributary.sinks.storage import csvcodec, tabledef
-from tributary.sinks.storage.layout import METADATA, TMP_DIR, DataPath, parse_schema_file_name
+from tributary.sinks.storage.layout import METADATA, DataPath, parse_schema_file_name
 from tributary.sinks.storage.settings import StorageSettings
+from tributary.sinks.storage.store import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,40 +45,41 @@ class Scan:
     data: list[tuple[DataPath, str]]  # (place, relative path), in reading order
 
 
-def checkpoint(root: Path) -> int | None:
+def checkpoint(store: Store) -> int | None:
     """The checkpoint ``metadata`` holds; None before the sink wrote one."""
-    try:
-        return int(json.loads((root / METADATA).read_bytes())["checkpoint-ts"])
-    except FileNotFoundError:
-        return None
+    data = store.read(PurePosixPath(METADATA))
+    return None if data is None else int(json.loads(data)["checkpoint-ts"])
 
 
-def scan(root: Path, settings: StorageSettings) -> Scan:
+def scan(store: Store, settings: StorageSettings) -> Scan:
     schemas: dict[tuple[str, str, int], SchemaFile] = {}
     data: list[tuple[DataPath, str]] = []
-    for here, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d != TMP_DIR]
-        rel_dir = Path(here).relative_to(root).as_posix()
-        for name in names:
-            relative = f"{rel_dir}/{name}" if rel_dir != "." else name
-            if parse_schema_file_name(name) is not None and rel_dir.endswith("meta"):
-                definition = tabledef.parse((Path(here) / name).read_bytes())
-                key = (definition.schema, definition.table, definition.table_version)
-                schemas[key] = SchemaFile(relative, definition)
-                continue
-            place = DataPath.parse(relative, settings.date_separator, settings.extension)
-            if place is not None:
-                data.append((place, relative))
+    for relative in store.walk():
+        rel_dir, _, name = relative.rpartition("/")
+        if parse_schema_file_name(name) is not None and rel_dir.endswith("meta"):
+            content = store.read(PurePosixPath(relative))
+            if content is None:
+                continue  # gone since the listing (nothing removes schema files: not ours)
+            definition = tabledef.parse(content)
+            key = (definition.schema, definition.table, definition.table_version)
+            schemas[key] = SchemaFile(relative, definition)
+            continue
+        place = DataPath.parse(relative, settings.date_separator, settings.extension)
+        if place is not None:
+            data.append((place, relative))
     data.sort()
     return Scan(schemas, data)
 
 
 def read_rows(
-    root: Path, relative: str, definition: tabledef.TableDefinition, settings: StorageSettings
+    store: Store, relative: str, definition: tabledef.TableDefinition, settings: StorageSettings
 ) -> Iterator[tuple[int, RowChange]]:
     """A data file's rows with their commit ts: a CSV ``U`` is the new row as an INSERT (the
     file has no old row; applied as REPLACE it is the update), ``D`` a DELETE."""
-    text = (root / relative).read_bytes().decode()
+    data = store.read(PurePosixPath(relative))
+    if data is None:
+        raise FileNotFoundError(f"{store.location}: {relative} is gone")
+    text = data.decode()
     if settings.protocol == "canal-json":
         for line in text.split(settings.terminator):
             if line:

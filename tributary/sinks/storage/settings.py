@@ -10,6 +10,14 @@ a warning: ``flush-interval`` to 2s..10m, ``file-size`` to 1 MiB..512 MiB, ``wor
 at most 512; a ``file-index-width`` outside 6..20 is TiCDC's default, 20. Anything else wrong (an
 unknown key, a protocol other than ``csv`` and ``canal-json``, a delimiter with a line break) is
 a non-retriable ``SinkError`` naming it.
+
+``s3://BUCKET/PREFIX?protocol=csv&endpoint=http://HOST:PORT`` puts the same files under that
+bucket prefix (``s3.S3Store``), with the S3 parameters of TiCDC's external storage URI:
+``endpoint`` (an S3-compatible service), ``region``, ``access-key``, ``secret-access-key``,
+``session-token`` (without keys, botocore's usual chain: the environment, the shared files, the
+instance's role), ``force-path-style`` (default true), ``use-accelerate-endpoint``,
+``storage-class``, ``sse``, ``sse-kms-key-id`` and ``acl``. ``role-arn`` and ``external-id``
+(assuming another role) are refused as not supported.
 """
 
 from __future__ import annotations
@@ -33,6 +41,22 @@ MIN_FLUSH_INTERVAL, MAX_FLUSH_INTERVAL = 2.0, 600.0
 MIN_FILE_SIZE, MAX_FILE_SIZE = 1 << 20, 512 << 20
 MAX_WORKER_COUNT = 512
 MIN_INDEX_WIDTH, MAX_INDEX_WIDTH = 6, 20
+
+S3_KEYS = (
+    "endpoint",
+    "region",
+    "access-key",
+    "secret-access-key",
+    "session-token",
+    "force-path-style",
+    "use-accelerate-endpoint",
+    "storage-class",
+    "sse",
+    "sse-kms-key-id",
+    "acl",
+)
+S3_REFUSED = ("role-arn", "external-id")
+SSE = ("", "AES256", "aws:kms")
 
 _KEYS = (
     "protocol",
@@ -75,8 +99,37 @@ class CsvSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class S3Settings:
+    """Where an ``s3://`` sink's objects go, as TiCDC's S3 URI parameters say."""
+
+    bucket: str
+    prefix: str = ""  # the keys' common start, without a leading or trailing /
+    endpoint: str = ""  # an S3-compatible service's URL; "" is AWS's own
+    region: str = ""  # "" lets botocore decide (AWS_REGION, the config file)
+    access_key: str = field(default="", repr=False)
+    secret_access_key: str = field(default="", repr=False)
+    session_token: str = field(default="", repr=False)
+    force_path_style: bool = True  # http://host/bucket/key rather than http://bucket.host/key
+    use_accelerate_endpoint: bool = False
+    storage_class: str = ""  # STANDARD, STANDARD_IA, ...; "" is the bucket's default
+    sse: str = ""  # "", AES256 or aws:kms
+    sse_kms_key_id: str = ""
+    acl: str = ""  # a canned ACL: private, authenticated-read, ...
+
+    def __post_init__(self) -> None:
+        if not self.bucket:
+            raise ValueError("the URL names no bucket (s3://BUCKET/PREFIX)")
+        if self.sse not in SSE:
+            raise ValueError(f"sse must be empty, AES256 or aws:kms, not {self.sse!r}")
+        if self.sse_kms_key_id and self.sse != "aws:kms":
+            raise ValueError("sse-kms-key-id needs sse=aws:kms")
+        if bool(self.access_key) != bool(self.secret_access_key):
+            raise ValueError("access-key and secret-access-key go together")
+
+
+@dataclass(frozen=True, slots=True)
 class StorageSettings:
-    directory: str  # the sink's root directory
+    directory: str  # the sink's root directory; for s3://, the bucket and prefix as a URL
     protocol: str = "csv"  # csv or canal-json
     flush_interval: float = 5.0  # seconds between two flushes of every table's buffer
     file_size: int = 64 << 20  # bytes: a table's buffer this large is written at once
@@ -86,6 +139,7 @@ class StorageSettings:
     terminator: str = "\r\n"  # after each row (TiCDC's default)
     csv: CsvSettings = field(default_factory=CsvSettings)
     tidb_extension: bool = False  # canal-json: _tidb.commitTs in every message
+    s3: S3Settings | None = None  # set for s3:// (then the files are objects: ``s3``)
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -114,10 +168,34 @@ def _clamp(name: str, value: float, low: float, high: float) -> float:
     return value
 
 
+def _s3(url: SplitResult, q: dict[str, str]) -> S3Settings:
+    refused = [k for k in S3_REFUSED if k in q]
+    if refused:
+        raise ValueError(f"{', '.join(refused)} (assuming another IAM role) is not supported")
+    return S3Settings(
+        bucket=unquote(url.netloc),
+        prefix=unquote(url.path).strip("/"),
+        endpoint=q.get("endpoint", ""),
+        region=q.get("region", ""),
+        access_key=q.get("access-key", ""),
+        secret_access_key=q.get("secret-access-key", ""),
+        session_token=q.get("session-token", ""),
+        force_path_style=parse_bool(q.get("force-path-style", "true")),
+        use_accelerate_endpoint=parse_bool(q.get("use-accelerate-endpoint", "false")),
+        storage_class=q.get("storage-class", ""),
+        sse=q.get("sse", ""),
+        sse_kms_key_id=q.get("sse-kms-key-id", ""),
+        acl=q.get("acl", ""),
+    )
+
+
 def parse_url(url: SplitResult) -> StorageSettings:
-    """The settings of ``file:///DIR?protocol=...``; a SinkError naming what is wrong."""
+    """The settings of ``file:///DIR?protocol=...`` or ``s3://BUCKET/PREFIX?protocol=...``; a
+    SinkError naming what is wrong."""
+    is_s3 = url.scheme.lower() == "s3"
     directory = unquote(url.netloc + url.path)
-    problem = unknown_options(url, _KEYS)
+    known = (*_KEYS, *S3_KEYS, *S3_REFUSED) if is_s3 else _KEYS
+    problem = unknown_options(url, known)
     if problem:
         raise SinkError(f"storage sink URL {redact(url)!r}: {problem}", retriable=False)
     query = parse_qsl(url.query, keep_blank_values=True)
@@ -126,6 +204,9 @@ def parse_url(url: SplitResult) -> StorageSettings:
         raise SinkError(f"storage sink URL {redact(url)!r}: {', '.join(twice)} given twice")
     q = dict(query)
     try:
+        s3 = _s3(url, q) if is_s3 else None
+        if s3 is not None:
+            directory = f"s3://{s3.bucket}/{s3.prefix}".rstrip("/")
         if not directory:
             raise ValueError("the URL names no directory")
         if "protocol" not in q:
@@ -169,6 +250,7 @@ def parse_url(url: SplitResult) -> StorageSettings:
             terminator=q.get("terminator", "\r\n"),
             csv=csv,
             tidb_extension=parse_bool(q.get("enable-tidb-extension", "false")),
+            s3=s3,
         )
     except ValueError as e:
         raise SinkError(f"storage sink URL {redact(url)!r}: {e}", retriable=False) from e

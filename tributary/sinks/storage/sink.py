@@ -1,26 +1,29 @@
-"""The storage sink: TiCDC's cloud storage sink on a directory (``file:///DIR?protocol=csv``).
+"""The storage sink: TiCDC's cloud storage sink on a directory (``file:///DIR?protocol=csv``)
+or an S3 bucket prefix (``s3://BUCKET/PREFIX?protocol=csv&endpoint=...``).
 
 Rows are encoded as they are submitted (CSV or canal-json, one line each) into a buffer per
-table version, and written as files (``layout``, ``files``): every ``flush-interval`` all the
+table version, and written as files (``layout``) into the store (``store``: ``files`` for a
+directory, ``s3`` for a bucket): every ``flush-interval`` all the
 buffers, at once a buffer that reached ``file-size`` (after a whole transaction: a
 transaction's rows of one table are always in one file), and everything before a DDL. Up to
 ``worker-count`` files are written at the same time. A DDL's schema file is written once every
 row before it is (``versions``).
 
-The sink is pipelined (``sinks.port.Pipelined``): ``submit`` returns once the rows are
-buffered, and ``checkpoint`` moves only when the files holding them are durable (written,
-fsynced, linked in, directory fsynced): to the last submitted commit ts when nothing is
-buffered any more, else to just below the oldest buffered one. So the capture's checkpoint,
-which follows it, never passes a row that is not in a complete file. After every full flush
-the ``metadata`` file gets ``{"checkpoint-ts": ...}`` with it, atomically. On open the sink's
-checkpoint is that file's: a replay at or below it is dropped (it is in files already).
+The sink is pipelined (``sinks.port.Pipelined``): ``submit`` returns once the rows are buffered, and
+``checkpoint`` moves only when the files holding them are durable (written, fsynced, linked in,
+directory fsynced; on S3, the PUT answered): to the last submitted commit ts when nothing is
+buffered any more, else to just below the oldest buffered one. So the capture's checkpoint, which
+follows it, never passes a row that is not in a complete file. After every full flush the
+``metadata`` file gets ``{"checkpoint-ts": ...}`` with it, atomically. On open the sink's checkpoint
+is that file's: a replay at or below it is dropped (it is in files already).
 
 What a crash (SIGKILL) leaves, and what holds after it:
 
-* no partial file anywhere: data and schema files appear whole (``files.create``);
-  ``.tmp/`` is emptied on open;
+* no partial file anywhere: data and schema files appear whole (``Store.create``; in a
+  directory ``.tmp/`` is emptied on open, on S3 a PUT is atomic);
 * no file is ever overwritten: a new file takes a number after the ones the index file and
-  the directory show, and creation fails instead of replacing;
+  the directory show, and creation fails instead of replacing (a hard link in a directory, a
+  conditional PUT with ``If-None-Match: *`` on S3);
 * every row at or below ``metadata``'s checkpoint is in a file; rows above it that were written
   before the crash are written again after the restart, in new files (at-least-once, as TiCDC
   documents), with the same commit ts: a consumer keeps, per table, only rows whose commit ts
@@ -46,7 +49,7 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from types import TracebackType
 from urllib.parse import SplitResult
 
@@ -55,7 +58,6 @@ from tributary.sinks.kafka.canal import Columns, encode_row
 from tributary.sinks.kafka.openproto import ddl_action
 from tributary.sinks.port import SinkError, SinkOptions, WriteGate, WriteRefused, pending
 from tributary.sinks.storage.csvcodec import CsvEncoder
-from tributary.sinks.storage.files import Files
 from tributary.sinks.storage.layout import (
     INDEX_FILE,
     METADATA,
@@ -68,6 +70,7 @@ from tributary.sinks.storage.layout import (
 )
 from tributary.sinks.storage.settings import StorageSettings, parse_url
 from tributary.sinks.storage.split import split_updates
+from tributary.sinks.storage.store import Store, UnsafeStore, next_index, open_store
 from tributary.sinks.storage.versions import TableVersions
 
 log = logging.getLogger(__name__)
@@ -83,17 +86,19 @@ class _Buffer:
     schema_file: tuple[str, bytes] | None = None  # written before the version's first file
 
 
-def read_checkpoint(root: Path) -> int | None:
-    """The checkpoint ``metadata`` holds under ``root``; None when there is none."""
+def read_checkpoint(store: Store) -> int | None:
+    """The checkpoint ``metadata`` holds in ``store``; None when there is none."""
+    where = f"{store.location}/{METADATA}"
     try:
-        doc = json.loads((root / METADATA).read_bytes())
-    except FileNotFoundError:
-        return None
+        data = store.read(PurePosixPath(METADATA))
+        if data is None:
+            return None
+        doc = json.loads(data)
     except (OSError, ValueError) as e:
-        raise SinkError(f"storage sink: cannot read {root / METADATA}: {e}", retriable=True) from e
+        raise SinkError(f"storage sink: cannot read {where}: {e}", retriable=True) from e
     ts = doc.get("checkpoint-ts") if isinstance(doc, dict) else None
     if not isinstance(ts, int) or ts < 0:
-        raise SinkError(f"storage sink: {root / METADATA} holds no checkpoint-ts", retriable=False)
+        raise SinkError(f"storage sink: {where} holds no checkpoint-ts", retriable=False)
     return ts or None
 
 
@@ -103,7 +108,7 @@ class StorageSink:
     def __init__(
         self,
         settings: StorageSettings,
-        files: Files,
+        files: Store,
         checkpoint: int | None,
         now: Callable[[], dt.datetime],
         safe_mode: bool = False,
@@ -135,13 +140,15 @@ class StorageSink:
         now: Callable[[], dt.datetime] = dt.datetime.now,
         safe_mode: bool = False,
     ) -> StorageSink:
-        root = Path(settings.directory)
-        files = Files(root)
+        files = open_store(settings)
+        root = files.location
         try:
             await asyncio.to_thread(files.open)
+        except UnsafeStore as e:
+            raise SinkError(f"storage sink: {e}", retriable=False) from e
         except OSError as e:
             raise SinkError(f"storage sink: cannot open {root}: {e}", retriable=True) from e
-        checkpoint = await asyncio.to_thread(read_checkpoint, root)
+        checkpoint = await asyncio.to_thread(read_checkpoint, files)
         sink = cls(settings, files, checkpoint, now, safe_mode)
         sink._ticker = asyncio.create_task(sink._tick(), name=f"storage-sink-flush-{root}")
         log.info(
@@ -320,7 +327,7 @@ class StorageSink:
         if schema_file is not None:
             self._create_once(PurePosixPath(schema_file[0]), schema_file[1])
         directory = data_dir(schema, table, version, date_text(s.date_separator, self._now()))
-        n = self._next.get(directory) or self._files.next_index(directory, s.extension)
+        n = self._next.get(directory) or next_index(self._files, directory, s.extension)
         while True:
             name = data_file_name(n, s.extension, s.file_index_width)
             self._replace(directory / INDEX_FILE, f"{name}\n".encode())
@@ -363,5 +370,5 @@ class StorageSink:
 
 
 async def open_url(url: SplitResult, options: SinkOptions) -> StorageSink:
-    """The opener of ``file://...?protocol=csv|canal-json`` (``sinks.schemes``)."""
+    """The opener of ``file://...?protocol=csv|canal-json`` and ``s3://...`` (``sinks.schemes``)."""
     return await StorageSink.open(parse_url(url), safe_mode=options.safe_mode)
