@@ -232,3 +232,15 @@ def test_with_tls_every_component_probes_itself_with_the_certificates() -> None:
     ]
     plain = objects()[("StatefulSet", "c1-pump")]["spec"]["template"]["spec"]["containers"][0]
     assert plain["livenessProbe"]["httpGet"] == {"path": "/health", "port": "grpc"}
+
+
+def test_the_tls_secret_is_mounted_whole_so_a_rotation_reaches_the_running_pods() -> None:
+    """The kubelet updates a Secret volume in place, but never a ``subPath`` mount of one; the
+    processes reload the files (``telemetry.tlsreload``), so nothing of the Secret's content is
+    in the pod template and a rotation replaces no pod."""
+    objs = objects({**RAW, "tls": {"secretName": "binlog-tls"}})
+    for sts in ("c1-pump", "c1-drainer-down", "c1-capture"):
+        tmpl = objs[("StatefulSet", sts)]["spec"]["template"]
+        (c,) = tmpl["spec"]["containers"]
+        (mount,) = [m for m in c["volumeMounts"] if m["name"] == "tls"]
+        assert mount == {"name": "tls", "mountPath": "/etc/binlog/tls", "readOnly": True}
