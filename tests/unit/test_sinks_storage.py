@@ -140,6 +140,8 @@ async def test_the_flush_interval_writes_by_itself(tmp_path: Path) -> None:
     try:
         await sink.submit([_txn(100, 1)])
         await _until(lambda: sink._durable == 100)
+        # the ticker moves the checkpoint, then writes metadata: wait for the file too
+        await _until(lambda: (tmp_path / "metadata").exists())
         assert (tmp_path / "metadata").read_bytes() == b'{"checkpoint-ts":100}'
     finally:
         await sink.close()
