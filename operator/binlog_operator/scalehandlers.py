@@ -98,7 +98,8 @@ def _scaling(spec: ClusterSpec, look: Look) -> Change:
         return Change(
             "Scaling", True, "ScalingUp" if s.after > s.before else "ScalingDown", s.message
         )
-    return Change("Scaling", False, "Stable", f"{spec.pumps.replicas} pumps ready")
+    n = spec.pumps.replicas
+    return Change("Scaling", False, "Stable", f"{n} pump{'s' if n != 1 else ''} ready")
 
 
 def _since(was: dict[str, Any]) -> str:

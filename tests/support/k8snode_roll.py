@@ -31,14 +31,17 @@ def import_archive(archive: Path) -> float:
     return time.monotonic() - began
 
 
-def start_bank(node: KubeNode, ns: str, name: str, upstream: Path, seconds: int, seed: int) -> None:
-    """``binlog-workload`` (bank) in a pod for at most ``seconds``, paced, not waited for."""
+def start_bank(
+    node: KubeNode, ns: str, name: str, upstream: Path, seconds: int, seed: int, rate: float = 20
+) -> None:
+    """``binlog-workload`` (bank) in a pod for at most ``seconds``, paced at ``rate``
+    transactions a second, not waited for."""
     run_pod(
         node,
         ns,
         name,
         ["binlog-workload", "--kind", "bank", "--upstream", "sqlite:///upstream/up.db",
-         "--pd-urls", ETCD, "--duration", str(seconds), "--rate", "20", "--writers", "4",
+         "--pd-urls", ETCD, "--duration", str(seconds), "--rate", str(rate), "--writers", "4",
          "--seed", str(seed), "--accounts", "50"],
         restartPolicy="Never",
         mounts=[{"name": "upstream", "mountPath": "/upstream"}],
