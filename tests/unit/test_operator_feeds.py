@@ -113,7 +113,7 @@ def test_every_problem_is_listed() -> None:
             "id": "four",
             "kafka": {
                 "brokers": ["not a broker"],
-                "protocol": "avro",
+                "protocol": "maxwell",
                 "partitionNum": 0,
                 "dispatcher": "random",
                 "enableTidbExtension": "yes",
@@ -135,7 +135,7 @@ def test_every_problem_is_listed() -> None:
         "changefeeds[2]: a sink is required",
         "changefeeds[3].kafka.brokers: 'not a broker' is not a host:port",
         "changefeeds[3].kafka.topic: required",
-        "changefeeds[3].kafka.protocol: 'avro'",
+        "changefeeds[3].kafka.protocol: 'maxwell'",
         "changefeeds[3].kafka.partitionNum: 0",
         "changefeeds[3].kafka.dispatcher: 'random'",
         "changefeeds[3].kafka.enableTidbExtension: 'yes'",
