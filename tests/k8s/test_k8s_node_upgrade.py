@@ -1,15 +1,16 @@
 """Day two on the one-node cluster (``kube_node``): a rolling upgrade and a settings change under
 a running workload, and a change that cannot be made in place refused.
 
-One BinlogCluster (2 pumps, a drainer into MariaDB on the node's bridge address, no captures)
-and a bank workload writing through the pumps' registry records (the pump client) for the whole
-of both rolls:
+One BinlogCluster (2 pumps, a drainer into MariaDB on the node's bridge address, a capture
+reading that MariaDB's binlog) and a bank workload writing through the pumps' registry records
+(the pump client) for the whole of both rolls:
 
 * ``helm upgrade --reuse-values --set image.tag=0.1.0-next`` (the same image under a second tag,
   ``make deps``' ``image-next``): the operator restarts on the new tag, and since the cluster
   names no image of its own, its pods roll to it: ``demo-pump-1``, then ``demo-pump-0`` once
-  ``demo-pump-1`` is back (ready, ``online``, caught up), then the drainer; never both pumps out
-  of the registry at once; ``Upgrading`` shows the progress (``pumps 1/2, drainers 0/1
+  ``demo-pump-1`` is back (ready, ``online``, caught up), then the drainer, then the capture,
+  which registers in the capture cluster again and is its owner; never both pumps out of the
+  registry at once; ``Upgrading`` shows the progress (``pumps 1/2, drainers 0/1
   updated``) and ``kubectl get bc`` the versions;
 * a drainer setting changed in the BinlogCluster: only the drainer's pod is replaced;
 * then the writers stop: no writer failed (retries are fine) and the checker finds the MariaDB
@@ -38,6 +39,7 @@ from tests.support.k8snode_cluster import (
     PUMP_PODS,
     RELEASE,
     SYSTEM_NS,
+    capture_cluster,
     cleaned_up,
     downstream_equal,
     install_chart,
@@ -65,6 +67,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 NEXT = "0.1.0-next"
 PUMP_CONFIG = {"storage": {"stop-write-at-available-space": "64MiB"}}  # host-path volumes
 DRAINER_PODS = "binlog.io/drainer=down"
+CAPTURE_PODS = "app.kubernetes.io/component=capture"
 
 
 @pytest.fixture(scope="session")
@@ -101,6 +104,8 @@ def _day_two(
     node: KubeNode, ns: str, name: str, sink: str, downstream: str, upstream_dir: Path
 ) -> dict[str, Any]:
     node.kubectl("create", "namespace", ns)
+    node.kubectl("create", "secret", "generic", "upstream", "-n", ns,
+                 f"--from-literal=upstream={sink}")  # fmt: skip
     cluster = {
         "apiVersion": "binlog.io/v1alpha1",
         "kind": "BinlogCluster",
@@ -110,6 +115,7 @@ def _day_two(
             "imagePullPolicy": "Never",
             "pumps": {"replicas": 2, "storage": {"size": "1Gi"}, "config": PUMP_CONFIG},
             "drainers": [{"name": "down", "sinkURI": sink}],
+            "captures": {"replicas": 1, "upstreamSecret": {"name": "upstream", "key": "upstream"}},
         },
     }
     node.kubectl("apply", "-f", "-", input=json.dumps(cluster))
@@ -118,8 +124,9 @@ def _day_two(
         lambda: (
             ready_pods(node, ns, PUMP_PODS) == pumps
             and ready_pods(node, ns, DRAINER_PODS) == [drainer]
+            and ready_pods(node, ns, CAPTURE_PODS) == [f"{name}-capture-0"]
         ),
-        "two pump pods and the drainer's ready",
+        "two pump pods, the drainer's and the capture's ready",
         within=420,
         every=3,
     )
@@ -161,7 +168,12 @@ def _day_two(
 
 
 def _upgrade(node: KubeNode, ns: str, name: str, pumps: list[str], drainer: str) -> dict[str, Any]:
-    old = {**pod_uids(node, ns, PUMP_PODS), **pod_uids(node, ns, DRAINER_PODS)}
+    capture = f"{name}-capture-0"
+    old = {
+        **pod_uids(node, ns, PUMP_PODS),
+        **pod_uids(node, ns, DRAINER_PODS),
+        **pod_uids(node, ns, CAPTURE_PODS),
+    }
     watch = RollWatch(node, ns, name)
     started = time.monotonic()
     node.helm(
@@ -173,12 +185,13 @@ def _upgrade(node: KubeNode, ns: str, name: str, pumps: list[str], drainer: str)
         status = (bc or {}).get("status") or {}
         images = status.get("images") or {}
         done = condition(bc, "Upgrading").get("status") == "False"
-        return done and images.get("pumps") == NEXT and images.get("drainers") == NEXT
+        rolled = [images.get(c) for c in ("pumps", "drainers", "captures")]
+        return done and rolled == [NEXT] * 3
 
-    watch.until(rolled, "the pumps and the drainer rolled to the new tag", within=600)
+    watch.until(rolled, "the pumps, the drainer and the capture rolled to the new tag", within=600)
     seconds = time.monotonic() - started
     # one at a time: each pod replaced only after the one before it was back
-    pods = {p: node.get("pod", p, "-n", ns) for p in [*pumps, drainer]}
+    pods = {p: node.get("pod", p, "-n", ns) for p in [*pumps, drainer, capture]}
     assert all(pods[p]["metadata"]["uid"] != old[p] for p in pods), "a pod was not replaced"
     for p in pods.values():
         assert p["spec"]["containers"][0]["image"] == f"tributary:{NEXT}"
@@ -192,12 +205,21 @@ def _upgrade(node: KubeNode, ns: str, name: str, pumps: list[str], drainer: str)
 
     assert ready_since(pumps[1]) <= created(pumps[0]), "pump 0 replaced before pump 1 was back"
     assert ready_since(pumps[0]) <= created(drainer), "the drainer replaced before the pumps"
+    assert ready_since(drainer) <= created(capture), "the capture replaced before the drainer"
+
+    def capture_back() -> bool:  # the old one gone from etcd, the new one registered and owner
+        captures, owner = capture_cluster(node)
+        hosts = [c["address"].split(".")[0] for c in captures.values()]
+        return hosts == [capture] and owner in captures
+
+    eventually(capture_back, "the replaced capture registered again, and the owner", within=120)
     assert watch.most_pumps_down <= 1, "two pumps out of the registry at once"
-    assert any(m.startswith("pumps 1/2, drainers 0/1 updated") for m in watch.messages), (
-        watch.messages
-    )
+    assert any(
+        m.startswith("pumps 1/2, drainers 0/1, captures 0/1 updated") for m in watch.messages
+    ), watch.messages
     rows = {r["NAME"]: r for r in table(node, ns, "bc")}
-    assert rows[name]["PUMP VERSION"] == NEXT and rows[name]["DRAINER VERSION"] == NEXT, rows
+    versions = [rows[name][f"{c} VERSION"] for c in ("PUMP", "DRAINER", "CAPTURE")]
+    assert versions == [NEXT] * 3, rows
     operator = node.get("deployment", "binlog-operator", "-n", SYSTEM_NS)
     assert operator["spec"]["template"]["spec"]["containers"][0]["image"] == f"tributary:{NEXT}"
     print("Upgrading said:", watch.messages)
