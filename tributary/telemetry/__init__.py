@@ -4,7 +4,8 @@ Modules: ``telemetry.logs`` (formatters, ``ContextAdapter``, ``configure_logging
 ``configure_logging_from``), ``telemetry.metrics`` (``Metrics`` base on a per-service registry
 with Go's namespace/subsystem naming, ``render``),
 ``telemetry.http`` (``OpsServer``, JSON helpers), ``telemetry.tls`` (SSL contexts from
-``SecuritySettings``, CN checks) and ``telemetry.grpcauth`` (CN enforcement for grpclib).
+``SecuritySettings``, CN checks), ``telemetry.tlsreload`` (contexts that follow their files)
+and ``telemetry.grpcauth`` (CN enforcement for grpclib).
 """
 
 from tributary.telemetry.logs import (
