@@ -32,9 +32,11 @@ import pytest
 from tests.support.k8s import eventually
 from tests.support.k8snode import KubeNode
 from tests.support.k8snode_cluster import (
+    DRAINER_PODS,
     ETCD,
     NODE_IP,
     PUMP_PODS,
+    binlog_cluster,
     cleaned_up,
     downstream_equal,
     install_chart,
@@ -50,8 +52,6 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.support.mariadb"]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
-PUMP_CONFIG = {"storage": {"stop-write-at-available-space": "64MiB"}}  # host-path volumes
-DRAINER_PODS = "binlog.io/drainer=down"
 STABILIZATION = 45
 AUTOSCALE = {"minReplicas": 1, "maxReplicas": 3, "targetBinlogsPerSecond": 20,
              "scaleDownStabilization": f"{STABILIZATION}s"}  # fmt: skip
@@ -82,18 +82,13 @@ def _autoscale(
     node: KubeNode, ns: str, name: str, sink: str, downstream: str, upstream_dir: Path
 ) -> dict[str, Any]:
     node.kubectl("create", "namespace", ns)
-    cluster = {
-        "apiVersion": "binlog.io/v1alpha1",
-        "kind": "BinlogCluster",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "etcd": {"endpoints": [ETCD]},
-            "imagePullPolicy": "Never",
-            "pumps": {"replicas": 1, "storage": {"size": "1Gi"}, "config": PUMP_CONFIG,
-                      "autoscale": AUTOSCALE},
-            "drainers": [{"name": "down", "sinkURI": sink}],
-        },
-    }  # fmt: skip
+    cluster = binlog_cluster(
+        name,
+        ns,
+        pumps=1,
+        pump_spec={"autoscale": AUTOSCALE},
+        drainers=[{"name": "down", "sinkURI": sink}],
+    )
     node.kubectl("apply", "-f", "-", input=json.dumps(cluster))
     pump0, pump1, drainer = f"{name}-pump-0", f"{name}-pump-1", f"{name}-drainer-down-0"
     eventually(

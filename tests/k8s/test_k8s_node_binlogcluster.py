@@ -30,6 +30,7 @@ from tests.support.k8snode_cluster import (
     ETCD,
     NODE_IP,
     PUMP_PODS,
+    binlog_cluster,
     capture_cluster,
     cleaned_up,
     downstream_equal,
@@ -49,7 +50,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 # the pumps' volumes are host paths: what the host has free must not refuse the test's writes
-PUMP_CONFIG = {"storage": {"stop-write-at-available-space": "64MiB"}}
 
 
 def node_rows(node: KubeNode, ns: str, want: list[str]) -> dict[str, dict[str, str]] | None:
@@ -92,18 +92,13 @@ def _the_users_path(
         node.kubectl(
             "create", "secret", "generic", secret, "-n", ns, f"--from-literal={key}={db.dsn()}",
         )  # fmt: skip
-    cluster = {
-        "apiVersion": "binlog.io/v1alpha1",
-        "kind": "BinlogCluster",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "etcd": {"endpoints": [ETCD]},
-            "imagePullPolicy": "Never",
-            "pumps": {"replicas": 2, "storage": {"size": "1Gi"}, "config": PUMP_CONFIG},
-            "drainers": [{"name": "down", "sinkURISecret": {"name": "downstream"}}],
-            "captures": {"replicas": 2, "upstreamSecret": {"name": "upstream", "key": "upstream"}},
-        },
-    }
+    cluster = binlog_cluster(
+        name,
+        ns,
+        pumps=2,
+        drainers=[{"name": "down", "sinkURISecret": {"name": "downstream"}}],
+        captures={"replicas": 2, "upstreamSecret": {"name": "upstream", "key": "upstream"}},
+    )
     node.kubectl("apply", "-f", "-", input=json.dumps(cluster))
     pumps = f"{name}-pump-0", f"{name}-pump-1", f"{name}-pump-2"
 

@@ -27,6 +27,7 @@ from tests.support.k8s import eventually
 from tests.support.k8snode import KubeNode
 from tests.support.k8snode_cluster import (
     ETCD,
+    binlog_cluster,
     cleaned_up,
     downstream_equal,
     host_path_of_claim,
@@ -44,7 +45,6 @@ LAG = 15  # seconds: lag-threshold; the drainer is added once the backlog is old
 
 
 # the pumps' volumes are host paths: what the host has free must not refuse the test's writes
-PUMP_CONFIG = {"storage": {"stop-write-at-available-space": "64MiB"}}
 
 
 def executor_pods(node: KubeNode, ns: str) -> list[dict[str, Any]]:
@@ -89,16 +89,7 @@ def _catch_up(node: KubeNode, ns: str, name: str, upstream_dir: Path, upstream: 
         },
     }
     node.kubectl("apply", "-f", "-", input=json.dumps(staging))
-    cluster: dict[str, Any] = {
-        "apiVersion": "binlog.io/v1alpha1",
-        "kind": "BinlogCluster",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "etcd": {"endpoints": [ETCD]},
-            "imagePullPolicy": "Never",
-            "pumps": {"replicas": 1, "storage": {"size": "1Gi"}, "config": PUMP_CONFIG},
-        },
-    }
+    cluster = binlog_cluster(name, ns, pumps=1)
     node.kubectl("apply", "-f", "-", input=json.dumps(cluster))
     pump = f"{name}-pump-0"
     eventually(

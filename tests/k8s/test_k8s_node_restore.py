@@ -34,6 +34,7 @@ from tests.support.k8snode_cluster import (
     ETCD,
     NODE_IP,
     PUMP_PODS,
+    binlog_cluster,
     cleaned_up,
     downstream_equal,
     install_chart,
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.support.mariadb"]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
-
-PUMP_CONFIG = {"storage": {"stop-write-at-available-space": "64MiB"}}  # host-path volumes
 
 
 def _login(server: MariaDBServer) -> list[str]:
@@ -81,17 +80,7 @@ def bank_ready(server: MariaDBServer) -> bool:
 
 
 def cluster(name: str, ns: str, pumps: int, drainer: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "binlog.io/v1alpha1",
-        "kind": "BinlogCluster",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "etcd": {"endpoints": [ETCD]},
-            "imagePullPolicy": "Never",
-            "pumps": {"replicas": pumps, "storage": {"size": "1Gi"}, "config": PUMP_CONFIG},
-            "drainers": [drainer],
-        },
-    }
+    return binlog_cluster(name, ns, pumps=pumps, drainers=[drainer])
 
 
 def test_drainer_restored_from_an_export_in_a_new_namespace_under_a_workload(

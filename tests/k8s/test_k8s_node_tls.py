@@ -32,9 +32,11 @@ import pytest
 from tests.support.k8s import eventually
 from tests.support.k8snode import KubeNode, wait_pod_phase
 from tests.support.k8snode_cluster import (
+    DRAINER_PODS,
     ETCD,
     NODE_IP,
     PUMP_PODS,
+    binlog_cluster,
     cleaned_up,
     downstream_equal,
     install_chart,
@@ -55,7 +57,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 NS, NAME, SECRET = "tlsrot", "demo", "demo-tls"
 TLS_DIR = "/etc/binlog/tls"
-DRAINER_PODS = "binlog.io/drainer=down"
 CAPTURE_PODS = "app.kubernetes.io/component=capture"
 CLUSTER_PODS = f"app.kubernetes.io/instance={NAME}"
 PORTS = {"pump": 8250, "drainer": 8249, "capture": 8300}  # HTTPS (HTTP API) of each component
@@ -87,23 +88,14 @@ def _rotate(
     _put_secret(node, rotation, "old", "old")
     node.kubectl("create", "secret", "generic", "upstream", "-n", NS,
                  f"--from-literal=upstream={sink}")  # fmt: skip
-    cluster = {
-        "apiVersion": "binlog.io/v1alpha1",
-        "kind": "BinlogCluster",
-        "metadata": {"name": NAME, "namespace": NS},
-        "spec": {
-            "etcd": {"endpoints": [ETCD]},
-            "imagePullPolicy": "Never",
-            "tls": {"secretName": SECRET},
-            "pumps": {
-                "replicas": 2,
-                "storage": {"size": "1Gi"},
-                "config": {"storage": {"stop-write-at-available-space": "64MiB"}},
-            },
-            "drainers": [{"name": "down", "sinkURI": sink}],
-            "captures": {"replicas": 1, "upstreamSecret": {"name": "upstream", "key": "upstream"}},
-        },
-    }
+    cluster = binlog_cluster(
+        NAME,
+        NS,
+        pumps=2,
+        tls={"secretName": SECRET},
+        drainers=[{"name": "down", "sinkURI": sink}],
+        captures={"replicas": 1, "upstreamSecret": {"name": "upstream", "key": "upstream"}},
+    )
     node.kubectl("apply", "-f", "-", input=json.dumps(cluster))
     pumps, drainer = [f"{NAME}-pump-0", f"{NAME}-pump-1"], f"{NAME}-drainer-down-0"
     capture = f"{NAME}-capture-0"

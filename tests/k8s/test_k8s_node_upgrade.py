@@ -34,11 +34,13 @@ from tests.support.components import component
 from tests.support.k8s import CHART, eventually
 from tests.support.k8snode import KubeNode
 from tests.support.k8snode_cluster import (
+    DRAINER_PODS,
     ETCD,
     NODE_IP,
     PUMP_PODS,
     RELEASE,
     SYSTEM_NS,
+    binlog_cluster,
     capture_cluster,
     cleaned_up,
     downstream_equal,
@@ -65,8 +67,6 @@ pytest_plugins = ["tests.support.mariadb"]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 NEXT = "0.1.0-next"
-PUMP_CONFIG = {"storage": {"stop-write-at-available-space": "64MiB"}}  # host-path volumes
-DRAINER_PODS = "binlog.io/drainer=down"
 CAPTURE_PODS = "app.kubernetes.io/component=capture"
 
 
@@ -106,18 +106,13 @@ def _day_two(
     node.kubectl("create", "namespace", ns)
     node.kubectl("create", "secret", "generic", "upstream", "-n", ns,
                  f"--from-literal=upstream={sink}")  # fmt: skip
-    cluster = {
-        "apiVersion": "binlog.io/v1alpha1",
-        "kind": "BinlogCluster",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "etcd": {"endpoints": [ETCD]},
-            "imagePullPolicy": "Never",
-            "pumps": {"replicas": 2, "storage": {"size": "1Gi"}, "config": PUMP_CONFIG},
-            "drainers": [{"name": "down", "sinkURI": sink}],
-            "captures": {"replicas": 1, "upstreamSecret": {"name": "upstream", "key": "upstream"}},
-        },
-    }
+    cluster = binlog_cluster(
+        name,
+        ns,
+        pumps=2,
+        drainers=[{"name": "down", "sinkURI": sink}],
+        captures={"replicas": 1, "upstreamSecret": {"name": "upstream", "key": "upstream"}},
+    )
     node.kubectl("apply", "-f", "-", input=json.dumps(cluster))
     pumps, drainer = [f"{name}-pump-0", f"{name}-pump-1"], f"{name}-drainer-down-0"
     eventually(

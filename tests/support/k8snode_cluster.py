@@ -111,8 +111,31 @@ def dump_diagnostics(node: KubeNode, *namespaces: str) -> None:
 
 
 PUMP_PODS = "app.kubernetes.io/instance=demo,app.kubernetes.io/component=pump"
+DRAINER_PODS = "binlog.io/drainer=down"  # the pods of a drainer entry named "down"
 # the node's bridge address (scripts/k8s-node's NODE_IP): pods reach host processes bound to it
 NODE_IP = "10.209.0.1"
+# the node's volumes are host paths on the machine's disk: a floor its free space is above
+PUMP_CONFIG = {"storage": {"stop-write-at-available-space": "64MiB"}}
+
+
+def binlog_cluster(
+    name: str, ns: str, *, pumps: int, pump_spec: dict[str, Any] | None = None, **spec: Any
+) -> dict[str, Any]:
+    """A BinlogCluster on the node: the chart's etcd, the imported image (never pulled), and
+    ``pumps`` pumps on 1Gi volumes with ``PUMP_CONFIG`` (``pump_spec`` adds or replaces keys of
+    ``spec.pumps``); ``spec`` adds the rest (``drainers``, ``captures``, ``tls``, ...)."""
+    pump = {"replicas": pumps, "storage": {"size": "1Gi"}, "config": PUMP_CONFIG}
+    return {
+        "apiVersion": "binlog.io/v1alpha1",
+        "kind": "BinlogCluster",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "etcd": {"endpoints": [ETCD]},
+            "imagePullPolicy": "Never",
+            "pumps": {**pump, **(pump_spec or {})},
+            **spec,
+        },
+    }
 
 
 def etcd_range(node: KubeNode, prefix: bytes) -> list[tuple[str, bytes, int]]:
