@@ -17,13 +17,16 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import pytest
 
-from tests.support.seaweedfs import SeaweedFS, run_seaweedfs
 from tributary.sinks.storage.settings import parse_url
 from tributary.sinks.storage.store import Store, StoreError, next_index, open_store
+
+if TYPE_CHECKING:  # imported when the server starts: test_capture_storage registers the module
+    from tests.support.seaweedfs import SeaweedFS  # as a plugin, which must import it first
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -32,6 +35,8 @@ D = PurePosixPath("shop/items/100/2026-05-04")
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    from tests.support.seaweedfs import run_seaweedfs
+
     with run_seaweedfs(tmp_path_factory.mktemp("seaweedfs")) as s:
         yield s
 
