@@ -35,6 +35,10 @@ ACTIONS = {"pause": NodeState.PAUSED, "offline": NodeState.OFFLINE}
 """binlogctl verb -> the state the node ends in."""
 _HTTP_ACTION = {"pause": "pause", "offline": "close"}
 _REQUEST_TIMEOUT = 30.0  # seconds for the one PUT
+# After the session closes, a TLS connection it closed on release still runs its shutdown
+# handshake; binlogctl's event loop ends right after the PUT, so it waits this long for that to
+# finish (aiohttp's "graceful shutdown" advice) instead of leaving the socket to the collector.
+_TLS_CLOSE_GRACE = 0.25
 _PROGRESS_EVERY = 10.0  # seconds between "still waiting" lines
 _SETTLED = frozenset({NodeState.PAUSED, NodeState.OFFLINE})  # states a node stays in
 
@@ -82,12 +86,14 @@ async def request_action(
             body = await reply.text()
             status = reply.status
     except (aiohttp.ClientError, OSError, TimeoutError) as e:
+        await _tls_closed(ssl_context)
         raise CtlError(
             f"cannot reach {noun} {node_id} at {url}: {e or type(e).__name__}. If the process "
             f"is dead, repair its record with update-{noun}; if its HTTP API is not on its "
             f"gRPC port, pass --status-addr",
             retriable=True,
         ) from e
+    await _tls_closed(ssl_context)
     message = _error_message(body)
     if status == 200:
         return _answered_state(body, default="requested")
@@ -96,6 +102,10 @@ async def request_action(
     if status == 409:
         raise CtlError(f"{noun} {node_id} refused: {message}")
     raise CtlError(f"{noun} {node_id} answered HTTP {status} at {url}: {message}")
+
+
+async def _tls_closed(ssl_context: ssl.SSLContext | None) -> None:
+    await asyncio.sleep(_TLS_CLOSE_GRACE if ssl_context is not None else 0)
 
 
 def _error_message(body: str) -> str:
