@@ -118,6 +118,10 @@ def arbiter(config: Path, log: Path, *flags: str) -> Iterator[subprocess.Popen[b
         proc.wait()
 
 
+async def _logged_since(log: Path, offset: int, text: str) -> bool:
+    return text.encode() in (await asyncio.to_thread(log.read_bytes))[offset:]
+
+
 async def exited(proc: subprocess.Popen[bytes], within: float = 60) -> int:
     await until(lambda: asyncio.sleep(0, proc.poll() is not None), within)
     return proc.wait()
@@ -169,9 +173,13 @@ async def test_mariadb_sigkilled_twice_resumes_without_loss_or_duplicates(
                 await until(lambda t=target: _at_least(logged, t), 120)  # type: ignore[misc]
                 assert proc.poll() is None, log.read_text()[-3000:]
                 proc.kill()
+        started = log.stat().st_size
         with arbiter(config, log) as proc:
             await produced.wait()
             await until(lambda: _at_least(logged, total), 120)
+            # the second run may have applied everything already: wait for this one to be up (its
+            # signal handlers installed) before SIGTERM, or it dies of the signal while importing
+            await until(lambda: _logged_since(log, started, "arbiter: topic"), 60)
             proc.terminate()
             assert await exited(proc) == 0, log.read_text()[-3000:]
     finally:
