@@ -1,9 +1,10 @@
 """The pumps' auto pilot on the one-node cluster (``kube_node``), under a bank workload written
 through the pumps (the pump client) and drained into MariaDB:
 
-* a BinlogCluster with ``pumps.autoscale`` {min 1, max 3, 20 binlogs/s per pump, stabilization
-  45 s} starts with one pump; the operator reads each pump's ``/metrics`` every 3 s (rate over
-  10 s);
+* a BinlogCluster with ``pumps.autoscale`` {min 1, max 2, 10 binlogs/s per pump, stabilization
+  45 s} starts with one pump (the bounds and the target leave the writers' rate a wide margin on
+  a loaded machine: a burst of the bank catching up once asked for 3 pumps with max 3); the
+  operator reads each pump's ``/metrics`` every 3 s (rate over 10 s);
 * step up: the bank at 18 transactions/s (up to 36 binlogs/s, a prewrite and a commit each)
   makes the operator scale to 2 (``AutoscaleUp``, with the measured rate), and ``demo-pump-1``
   joins (ready, ``online``);
@@ -53,7 +54,7 @@ pytest_plugins = ["tests.support.mariadb"]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 STABILIZATION = 45
-AUTOSCALE = {"minReplicas": 1, "maxReplicas": 3, "targetBinlogsPerSecond": 20,
+AUTOSCALE = {"minReplicas": 1, "maxReplicas": 2, "targetBinlogsPerSecond": 10,
              "scaleDownStabilization": f"{STABILIZATION}s"}  # fmt: skip
 
 
