@@ -16,6 +16,7 @@ repeats by commit ts; and the lake holds, per table, exactly the upstream's rows
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import random
@@ -39,6 +40,9 @@ from tests.support.capture import (
     write_shop,
 )
 from tests.support.storage_consumer import StorageConsumer
+from tributary.cdc.keys import FeedId, Keys
+from tributary.cdc.model import ChangeFeedStatus
+from tributary.coord.etcd import EtcdKv
 from tributary.sinks import SinkOptions
 from tributary.sinks.schemes import open_sink
 from tributary.sinks.storage import reader
@@ -112,6 +116,14 @@ def _files_above(store: Store, settings: Any, checkpoint: int) -> list[str]:
     return past
 
 
+async def _stored_checkpoint(endpoint: str) -> int:
+    """The changefeed's checkpoint as etcd holds it: where a capture started now resumes."""
+    async with EtcdKv.connect([endpoint]) as kv:
+        kv_pair = await kv.get(Keys().status_key(FeedId("default", "to-files")))
+    assert kv_pair is not None
+    return ChangeFeedStatus.from_json(kv_pair.value).checkpoint_ts
+
+
 def _all_files(store: Store) -> dict[str, bytes | None]:
     return {p: store.read(PurePosixPath(p)) for p in store.walk()}
 
@@ -182,14 +194,21 @@ async def test_capture_to_storage_sink_rebuilt_equal_across_a_kill_and_into_a_la
                 # the restart writes them again
                 after_ddl = await asyncio.to_thread(reader.checkpoint, store) or 0
                 await wait_for(lambda: _checkpoint(port, after_ddl), 60, "the checkpoint moving")
-                past = await wait_for(
-                    lambda: _rows_past(store, settings, port), 60, "a file past the checkpoint"
-                )
-                before = await asyncio.to_thread(_all_files, store)
-                capture.kill()
-                capture.wait()
-                await asyncio.sleep(2)  # the upstream goes on meanwhile
-                capture, port = start_capture(etcd.endpoint, upstream, tmp_path / "c.log")
+                # the checkpoint may move between the look and the kill: what counts is the
+                # one in etcd once the capture is dead, so kill again until a file is past it
+                past: list[str] = []
+                for _ in range(3):
+                    looking = functools.partial(_rows_past, store, settings, port)
+                    await wait_for(looking, 60, "a file past the checkpoint")
+                    capture.kill()
+                    capture.wait()
+                    resumes_at = await _stored_checkpoint(etcd.endpoint)
+                    before = await asyncio.to_thread(_all_files, store)
+                    past = await asyncio.to_thread(_files_above, store, settings, resumes_at)
+                    await asyncio.sleep(2)  # the upstream goes on meanwhile
+                    capture, port = start_capture(etcd.endpoint, upstream, tmp_path / "c.log")
+                    if past:
+                        break
                 await asyncio.sleep(8)
                 stop.set()
                 counts = [await t for t in loads]
