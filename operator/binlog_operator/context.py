@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -28,6 +28,7 @@ from binlog_operator.pumps import HttpCloser, Target, addresses_from_env
 from binlog_operator.reconcile import Reconciler
 from binlog_operator.rolling import Rollout
 from binlog_operator.scaledown import PumpCloser
+from binlog_operator.spec import ClusterSpec, SpecError
 from tributary.coord.etcd import EtcdKv
 from tributary.coord.kv import Kv
 
@@ -79,6 +80,18 @@ class Context:
         self._locks.pop((namespace, cluster), None)
         self.conditions.forget(namespace, cluster)
         self.autopilot.forget(namespace, cluster)
+
+    def live_spec(
+        self, body: Mapping[str, Any]
+    ) -> tuple[ClusterSpec, tuple[dict[str, Any], ...]] | None:
+        """What a timer acts on: the cluster's parsed spec and drainer entries, or None while
+        it is being deleted or its spec does not parse (reconcile reports that)."""
+        if "deletionTimestamp" in body.get("metadata", {}):
+            return None
+        try:
+            return self.reconciler.parse_with_entries(dict(body["spec"]))
+        except SpecError:
+            return None
 
     async def report(self, namespace: str, name: str, *changes: Change) -> None:
         """Set conditions on an error path: a failure to write them is logged, not raised,

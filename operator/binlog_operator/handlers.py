@@ -250,12 +250,9 @@ async def refresh_status(
 ) -> None:
     ctx: Context = memo.ctx
     assert namespace is not None
-    if "deletionTimestamp" in meta:
+    if (live := ctx.live_spec(body)) is None:
         return
-    try:
-        spec, entries = ctx.reconciler.parse_with_entries(dict(body["spec"]))
-    except SpecError:
-        return  # reconcile reports it
+    spec, entries = live
     synced: SyncOutcome | None = None
     try:
         synced = await ctx.feeds.sync(name, namespace, spec, managed_feeds(body))

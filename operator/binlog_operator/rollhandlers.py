@@ -27,7 +27,6 @@ from binlog_operator.context import Context
 from binlog_operator.kube import KubeError
 from binlog_operator.options import from_env
 from binlog_operator.rollout import stalled
-from binlog_operator.spec import SpecError
 
 log = logging.getLogger(__name__)
 INTERVAL = from_env().roll_interval
@@ -44,7 +43,6 @@ async def advance_rollout(
     body: kopf.Body,
     name: str,
     namespace: str | None,
-    meta: kopf.Meta,
     patch: kopf.Patch,
     memo: kopf.Memo,
     **_: Any,
@@ -53,12 +51,9 @@ async def advance_rollout(
     before it are back, the ``Upgrading`` condition and ``status.images`` kept current."""
     ctx: Context = memo.ctx
     assert namespace is not None
-    if "deletionTimestamp" in meta:
+    if (live := ctx.live_spec(body)) is None:
         return
-    try:
-        spec = ctx.reconciler.parse(dict(body["spec"]))
-    except SpecError:
-        return  # reconcile reports it
+    spec = live[0]
     upgrading = condition(body, "Upgrading")
     try:
         async with ctx.lock(namespace, name):

@@ -26,7 +26,7 @@ from binlog_operator.context import Context
 from binlog_operator.kube import KubeError
 from binlog_operator.options import from_env
 from binlog_operator.rollhandlers import condition
-from binlog_operator.spec import ClusterSpec, SpecError
+from binlog_operator.spec import ClusterSpec
 
 log = logging.getLogger(__name__)
 INTERVAL = from_env().autoscale_interval
@@ -38,7 +38,6 @@ async def pilot_pumps(
     body: kopf.Body,
     name: str,
     namespace: str | None,
-    meta: kopf.Meta,
     patch: kopf.Patch,
     memo: kopf.Memo,
     **_: Any,
@@ -46,12 +45,9 @@ async def pilot_pumps(
     """One look of the auto pilot: a decision with autoscale, the ``Scaling`` condition."""
     ctx: Context = memo.ctx
     assert namespace is not None
-    if "deletionTimestamp" in meta:
+    if (live := ctx.live_spec(body)) is None:
         return
-    try:
-        spec = ctx.reconciler.parse(dict(body["spec"]))
-    except SpecError:
-        return  # reconcile reports it
+    spec = live[0]
     try:
         look = await ctx.autopilot.look(name, namespace, spec, body)
     except KubeError as e:
