@@ -83,6 +83,8 @@ class KafkaBroker:
     host: str = "127.0.0.1"
     sasl_users: Mapping[str, str] = field(default_factory=dict)  # SASL/PLAIN users: passwords
     sasl_port: int = 0  # the SASL_PLAINTEXT listener's port, when there are SASL users
+    tls: Path | None = None  # a directory with ca.crt, tls.crt, tls.key: an SSL listener too
+    tls_port: int = 0  # that listener's port (mutual TLS: clients chain to ca.crt)
 
     @property
     def bootstrap(self) -> str:
@@ -91,6 +93,10 @@ class KafkaBroker:
     @property
     def sasl_bootstrap(self) -> str:
         return f"{self.host}:{self.sasl_port}"
+
+    @property
+    def tls_bootstrap(self) -> str:
+        return f"{self.host}:{self.tls_port}"
 
     @property
     def log(self) -> Path:
@@ -125,6 +131,7 @@ class KafkaBroker:
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
             **self._sasl(),
+            **self._tls(),
             **self.overrides,
         }
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
@@ -147,6 +154,30 @@ class KafkaBroker:
             "listener.name.sasl.plain.sasl.jaas.config": (
                 f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
             ),
+        }
+
+    def _tls(self) -> dict[str, str]:
+        """An SSL listener beside the plaintext one, requiring a client certificate, with the
+        PEM files copied from ``tls`` as they are now (``write_config`` again and restart to
+        take an update: the broker reads them at start)."""
+        if self.tls is None:
+            return {}
+        keystore, truststore = self.root / "keystore.pem", self.root / "truststore.pem"
+        keystore.write_bytes(
+            (self.tls / "tls.key").read_bytes() + (self.tls / "tls.crt").read_bytes()
+        )
+        truststore.write_bytes((self.tls / "ca.crt").read_bytes())
+        plain, tls = f"{self.host}:{self.port}", self.tls_bootstrap
+        return {
+            "listeners": f"PLAINTEXT://{plain},CONTROLLER://{self.host}:{self.controller_port},"
+            f"SSL://{tls}",
+            "advertised.listeners": f"PLAINTEXT://{plain},SSL://{tls}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(truststore),
+            "ssl.client.auth": "required",
         }
 
     def _java(self, main: str, *args: str) -> list[str]:
@@ -231,12 +262,16 @@ def run_kafka(
     root: Path,
     overrides: Mapping[str, str] | None = None,
     sasl_users: Mapping[str, str] | None = None,
+    tls: Path | None = None,
 ) -> Iterator[KafkaBroker]:
     """A formatted, started broker under ``root``; stopped (and waited for) on exit."""
+    assert not (sasl_users and tls), "one extra listener at a time"
     root.mkdir(parents=True, exist_ok=True)
     broker = KafkaBroker(root, jars(), free_port(), free_port(), dict(overrides or {}))
     if sasl_users:
         broker.sasl_users, broker.sasl_port = dict(sasl_users), free_port()
+    if tls is not None:
+        broker.tls, broker.tls_port = tls, free_port()
     broker.write_config()
     broker.format()
     try:
@@ -256,13 +291,16 @@ def kafka(tmp_path: Path) -> Iterator[KafkaBroker]:
 @pytest.fixture
 def kafka_factory(tmp_path: Path) -> Iterator[Callable[..., KafkaBroker]]:
     """``kafka_factory(**properties)`` starts a broker with server.properties overrides;
-    ``sasl_users={"user": "password"}`` adds a SASL/PLAIN listener (``sasl_bootstrap``)."""
+    ``sasl_users={"user": "password"}`` adds a SASL/PLAIN listener (``sasl_bootstrap``),
+    ``tls=directory`` a mutual-TLS listener (``tls_bootstrap``) from that directory's files."""
     with ExitStack() as stack:
         count = iter(range(1000))
 
-        def start(sasl_users: Mapping[str, str] | None = None, **properties: str) -> KafkaBroker:
+        def start(
+            sasl_users: Mapping[str, str] | None = None, tls: Path | None = None, **properties: str
+        ) -> KafkaBroker:
             props = {k.replace("_", "."): v for k, v in properties.items()}
             root = tmp_path / f"kafka-{next(count)}"
-            return stack.enter_context(run_kafka(root, props, sasl_users))
+            return stack.enter_context(run_kafka(root, props, sasl_users, tls))
 
         yield start

@@ -3,6 +3,7 @@ partitions and per-row messages as opt-ins, DDL on every partition, and the drai
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -105,3 +106,11 @@ def test_drainer_toml_keys(tmp_path: Path) -> None:
         "app",
         "p w",
     )
+
+
+def test_tls_files_that_do_not_load_are_a_sink_error(tmp_path: Path) -> None:
+    missing = parse_url(urlsplit(f"kafka://k1:9092/?kafka-ssl-ca={tmp_path}/none.pem"), 7)
+    with pytest.raises(SinkError, match=r"kafka TLS: .*none\.pem"):
+        missing.client_kwargs()
+    system = parse_url(urlsplit("kafka://k1:9092/?kafka-tls=true"), 7)
+    assert system.client_kwargs()["ssl_context"].verify_mode == ssl.CERT_REQUIRED

@@ -19,17 +19,21 @@ in every log line, as all sink URLs are). Options, tidb-binlog's first:
   and partition) or ``row`` (one message per row change, still a secondary binlog);
 * ``kafka-sasl-mechanism`` (``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``; PLAIN when a user is
   given), ``kafka-tls`` (false; true when a CA is given), ``kafka-ssl-ca``, ``kafka-ssl-cert``,
-  ``kafka-ssl-key`` (PEM files). tidb-binlog's Kafka output has neither TLS nor SASL.
+  ``kafka-ssl-key`` (PEM files, read again before each new connection to a broker when they
+  changed: ``telemetry.tlsreload``). tidb-binlog's Kafka output has neither TLS nor SASL.
 """
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote
 
 from tributary.settings.parsers import parse_bool, parse_byte_size
+from tributary.settings.security import SecuritySettings
 from tributary.sinks.port import SinkError
+from tributary.telemetry.tls import TlsError, client_context
 
 DEFAULT_MAX_MESSAGE_SIZE = 1 << 30  # tidb-binlog's kafka-max-message-size
 DEFAULT_MAX_MESSAGES = 1024
@@ -62,17 +66,21 @@ class Security:
         sasl = "SASL_" if self.sasl_mechanism else ""
         return f"{sasl}SSL" if self.tls else f"{sasl}PLAINTEXT"
 
+    def ssl_context(self) -> ssl.SSLContext:
+        """The client's TLS context. With files it follows them (``telemetry.tlsreload``): a
+        rotated CA, certificate or key applies to the next connection to a broker, without a
+        restart; with none it trusts the system's CAs."""
+        files = SecuritySettings(ssl_ca=self.ssl_ca, ssl_cert=self.ssl_cert, ssl_key=self.ssl_key)
+        try:
+            return client_context(files, alpn=()) or ssl.create_default_context()
+        except TlsError as e:
+            raise SinkError(f"kafka TLS: {e}") from e
+
     def client_kwargs(self) -> dict[str, Any]:
         """aiokafka's keyword arguments for this security setup."""
         kwargs: dict[str, Any] = {"security_protocol": self.protocol}
         if self.tls:
-            from aiokafka.helpers import create_ssl_context
-
-            kwargs["ssl_context"] = create_ssl_context(
-                cafile=self.ssl_ca or None,
-                certfile=self.ssl_cert or None,
-                keyfile=self.ssl_key or None,
-            )
+            kwargs["ssl_context"] = self.ssl_context()
         if self.sasl_mechanism:
             kwargs["sasl_mechanism"] = self.sasl_mechanism
             kwargs["sasl_plain_username"] = self.sasl_user
