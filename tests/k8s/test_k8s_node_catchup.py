@@ -163,7 +163,11 @@ def _catch_up(node: KubeNode, ns: str, name: str, upstream_dir: Path, upstream: 
             every=3,
         )
         ran.clear()
-    done = eventually(caught_up, "a catch-up range done", within=600, every=2)
+    try:
+        done = eventually(caught_up, "a catch-up range done", within=600, every=2)
+    except AssertionError:
+        _print_job_logs(node, ns)  # the driver's side: the pods' logs show only the executors'
+        raise
     if restarted:  # the second job ran to its end on executors seen running
         assert ran, "no executor pod was seen running"
     assert done["rows_caught_up"] > 0 and done["failures"] == 0, done
@@ -177,3 +181,10 @@ def _catch_up(node: KubeNode, ns: str, name: str, upstream_dir: Path, upstream: 
     eventually(lambda: not executor_pods(node, ns), "no executor pod left", within=120, every=2)
     staged = host_path_of_claim(node, ns, "binlog-staging") / drainer.removesuffix("-0")
     assert (staged / "catchup-job.log").exists(), sorted(staged.iterdir())
+
+
+def _print_job_logs(node: KubeNode, ns: str) -> None:
+    """The catch-up jobs' logs on the staging claim (the drainer's pod logs the job's start
+    only; its Spark driver writes there), their tails, for a failure's report."""
+    for log in sorted(host_path_of_claim(node, ns, "binlog-staging").glob("*/catchup-job.log*")):
+        print(f"===== {log}\n{log.read_text(errors='replace')[-20000:]}")
